@@ -1,0 +1,1 @@
+"""The `phalanx` command line: one console script whose subcommands start each process."""

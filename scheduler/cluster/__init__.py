@@ -1,0 +1,1 @@
+"""Back ends implementing the framework's `Cluster` Protocol: `memory` (simulator) and `kube`."""

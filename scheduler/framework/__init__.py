@@ -1,0 +1,1 @@
+"""The scheduling framework: extension-point Protocols, Status, CycleState and the runner."""

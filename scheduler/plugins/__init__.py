@@ -1,0 +1,1 @@
+"""Scheduling plugins, one rule per module (as kube-scheduler's plugins/ tree)."""
