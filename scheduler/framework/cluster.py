@@ -1,0 +1,66 @@
+"""The Cluster Protocol: everything the scheduler asks of a back end (`cluster/memory`, `cluster/kube`).
+
+Reads come from `objects()`, a consistent view (the informer cache, or the simulator's store). Writes
+are the few API calls a scheduler makes; each is idempotent so that a restarted scheduler can replay
+them (DESIGN.md, invariant 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.node import Node
+from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.api.priority_class import PriorityClass
+from scheduler.api.queue import Queue
+from scheduler.api.workload import Workload
+
+
+@dataclass(slots=True)
+class ClusterObjects:
+    """Every object the scheduler reads; namespaced kinds keyed `namespace/name`, others by name."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    queues: dict[str, Queue] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+
+
+class Cluster(Protocol):
+    def now(self) -> datetime: ...
+
+    def objects(self) -> ClusterObjects: ...
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        """POST pods/binding; a pod already bound elsewhere raises `AlreadyBound`."""
+
+    def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
+        """Remove one gate (ours), guarded so a concurrent change to the gates is not lost."""
+
+    def set_nominated_node(self, pod: Pod, node_name: str | None) -> None: ...
+
+    def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+        """PodScheduled (SchedulingGated / Unschedulable, with message) or DisruptionTarget."""
+
+    def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None: ...
+
+    def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None: ...
+
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        """Delete with a UID precondition; a pod already gone is not an error."""
+
+    def record_event(
+        self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
+    ) -> None: ...
+
+
+class AlreadyBound(Exception):
+    """The pod was bound by someone else (HTTP 409 on pods/binding): treat it as placed."""

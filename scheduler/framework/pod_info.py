@@ -1,0 +1,67 @@
+"""PodInfo and the scheduling/victim units built from pods: the plain data the algorithm works on.
+
+A PodInfo is computed once per pod (requests parsed, priority resolved) so plugins never re-parse
+quantities or walk PriorityClasses in a hot loop. Its `priority` is the effective one: the PodGroup's
+for a member, whatever the pod's own class says (DESIGN.md, Priority).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    pod: Pod
+    key: str
+    requests: dict[str, int]
+    priority: int
+    priority_class_name: str | None
+    preemption_policy: str
+    group_key: str | None
+    node_name: str | None
+    created_at: datetime
+    scheduled_at: datetime | None
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.metadata.namespace or "default"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.pod.metadata.labels
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingUnit:
+    """What one scheduling cycle places: a lone pod, or every pending member of a PodGroup."""
+
+    key: str
+    members: tuple[PodInfo, ...]
+    group: PodGroup | None
+    min_count: int
+    priority: int
+    preemption_policy: str
+
+    @property
+    def is_group(self) -> bool:
+        return self.group is not None
+
+
+@dataclass(frozen=True, slots=True)
+class VictimUnit:
+    """What preemption removes at once: a pod, or all scheduled pods of a `PodGroup`-mode group."""
+
+    key: str
+    pods: tuple[PodInfo, ...]
+    group: PodGroup | None
+    priority: int
+    started_at: datetime | None
+
+    @property
+    def is_group(self) -> bool:
+        return self.group is not None and self.group.disruption_mode == "PodGroup"

@@ -1,0 +1,69 @@
+"""Snapshot: the cluster as one scheduling cycle sees it, with node capacity as numpy arrays.
+
+Free capacity is `allocatable - requested`, both (nodes x resources) int64 arrays in scheduling units
+(`scheduler.api.quantity`). Placing or removing a pod changes one row by its request vector, so a
+gang placement or a preemption trial never rebuilds the snapshot (DESIGN.md, Performance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.node import Node
+from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.pod_group import PodGroup
+from scheduler.api.priority_class import PriorityClass
+from scheduler.api.queue import Queue
+from scheduler.framework.pod_info import PodInfo
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class NodeTable:
+    names: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    resources: tuple[str, ...]
+    allocatable: IntArray
+    requested: IntArray
+    index: dict[str, int] = field(default_factory=dict)
+    resource_index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.resource_index = {name: i for i, name in enumerate(self.resources)}
+
+    def vector(self, requests: dict[str, int]) -> IntArray:
+        """A request as a row; a resource no node has makes the pod fit nowhere (allocatable 0)."""
+        row = np.zeros(len(self.resources), dtype=np.int64)
+        for name, amount in requests.items():
+            column = self.resource_index.get(name)
+            if column is None:
+                if amount > 0:
+                    row[:] = np.iinfo(np.int64).max // 4
+                    return row
+                continue
+            row[column] = amount
+        return row
+
+    def free(self) -> IntArray:
+        return self.allocatable - self.requested
+
+
+@dataclass(slots=True)
+class Snapshot:
+    now: datetime
+    nodes: NodeTable
+    pods: dict[str, PodInfo]
+    running: list[list[PodInfo]]
+    groups: dict[str, PodGroup]
+    priority_classes: dict[str, PriorityClass]
+    pdbs: tuple[PodDisruptionBudget, ...]
+    queues: dict[str, Queue]
+    config: SchedulerConfiguration
