@@ -6,7 +6,7 @@ Between cycles a plugin keeps only configuration. Values stored here are frozen 
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 
 class Cloneable(Protocol):
@@ -27,7 +27,7 @@ class CycleState:
 
     def read(self, key: str, kind: type[T]) -> T | None:
         value = self._data.get(key)
-        return cast(T, value) if isinstance(value, kind) else None
+        return value if isinstance(value, kind) else None
 
     def clone(self) -> CycleState:
         copy = CycleState()
