@@ -111,17 +111,18 @@ def next_step(state: CertificateState | None, policy: CertificatePolicy, now: dt
 
 
 def next_deadline(state: CertificateState, policy: CertificatePolicy) -> dt.datetime:
-    """The earliest moment `next_step` may have something to do (assuming the state is usable)."""
+    """The earliest moment `next_step` may have something to do (assuming the state is usable).
+
+    It is in the future whenever `next_step` returns None, so a loop sleeping until it never spins.
+    """
     cas = state.ca_certificates
     leaf = x509.load_pem_x509_certificate(state.cert_pem)
-    deadlines = [renewal_due(leaf)]
+    if not _issued_by(leaf, cas[0]):
+        # mid-rotation: the leaf's own renewal waits for the new CA to be trusted
+        return state.bundle_changed_at + policy.grace
     if len(cas) == 1:
-        deadlines.append(renewal_due(cas[0]))
-    elif _issued_by(leaf, cas[0]):
-        deadlines.append(state.cert_changed_at + policy.grace)
-    else:
-        deadlines.append(state.bundle_changed_at + policy.grace)
-    return min(deadlines)
+        return min(renewal_due(leaf), renewal_due(cas[0]))
+    return min(renewal_due(leaf), state.cert_changed_at + policy.grace)
 
 
 def unusable_because(state: CertificateState, policy: CertificatePolicy, now: dt.datetime) -> str | None:
