@@ -1,0 +1,12 @@
+"""The result of a defaulting rule: the new raw object and the warnings for the user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Defaulted:
+    object: dict[str, Any]
+    warnings: tuple[str, ...] = ()

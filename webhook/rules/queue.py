@@ -1,0 +1,67 @@
+"""Queues: min-runtime durations parse and are not negative; the parent exists; the tree has no cycle.
+
+Source: KAI-Scheduler min-runtime (`pkg/scheduler/plugins/minruntime`), whose resolver walks parents and
+would loop on a cycle; refusing the cycle here keeps the walk finite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.duration import DurationError, parse_duration
+from scheduler.api.queue import Queue
+from webhook.field import ROOT, FieldError, invalid, not_found
+from webhook.rules.decode import decode
+from webhook.rules.lookups import Lookups
+
+SPEC = ROOT.child("spec")
+PARENT = SPEC.child("parentQueue")
+
+
+def _duration_errors(queue: Queue) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for key, value in (
+        ("preemptMinRuntime", queue.spec.preempt_min_runtime),
+        ("reclaimMinRuntime", queue.spec.reclaim_min_runtime),
+    ):
+        if value is None:
+            continue
+        try:
+            parsed = parse_duration(value)
+        except DurationError as err:
+            errors.append(invalid(SPEC.child(key), value, str(err)))
+            continue
+        if parsed.total_seconds() < 0:
+            errors.append(invalid(SPEC.child(key), value, "must not be negative"))
+    return errors
+
+
+def _parent_errors(queue: Queue, lookups: Lookups) -> list[FieldError]:
+    name, parent = queue.metadata.name, queue.spec.parent_queue
+    if not parent:
+        return []
+    chain = [name]
+    current: str | None = parent
+    while current:
+        if current == name:
+            detail = "would create a cycle: " + " -> ".join([*chain, name])
+            return [invalid(PARENT, parent, detail)]
+        if current in chain:
+            return []  # an existing cycle above us that does not involve this queue
+        found = lookups.queue(current)
+        if found is None:
+            if current == parent:
+                return [not_found(PARENT, parent, f"no Queue with name {parent} was found")]
+            return []
+        chain.append(current)
+        current = found.spec.parent_queue
+    return []
+
+
+def validate_queue_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
+    queue = decode(Queue, obj)
+    return _duration_errors(queue) + _parent_errors(queue, lookups)
+
+
+def validate_queue_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
+    return validate_queue_create(obj, lookups)

@@ -1,0 +1,60 @@
+"""Workloads (ours and native `scheduling.k8s.io/v1alpha2`): template defaults, template rules, immutability.
+
+Source: KEP-4671 / KEP-5710. 1 to 8 `podGroupTemplates` with unique DNS-label names, each with a valid
+scheduling policy and a resolvable priority; every template's priority is defaulted like a PodGroup's.
+Every spec field is immutable after creation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.workload import MAX_TEMPLATES, Workload
+from webhook.field import ROOT, FieldError, duplicate, invalid, required, too_many
+from webhook.rules.decode import decode
+from webhook.rules.defaulted import Defaulted
+from webhook.rules.immutable import spec_immutable_errors
+from webhook.rules.lookups import Lookups
+from webhook.rules.names import dns_label_errors
+from webhook.rules.policy import policy_errors
+from webhook.rules.priority import default_priority, priority_errors
+
+TEMPLATES = ROOT.child("spec").child("podGroupTemplates")
+
+
+def default_workload(obj: dict[str, Any], lookups: Lookups) -> Defaulted:
+    decode(Workload, obj)
+    spec = dict(obj.get("spec") or {})
+    templates = []
+    for raw in spec.get("podGroupTemplates") or []:
+        template = dict(raw)
+        default_priority(template, lookups)
+        templates.append(template)
+    if templates:
+        spec["podGroupTemplates"] = templates
+    return Defaulted({**obj, "spec": spec})
+
+
+def validate_workload_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
+    workload = decode(Workload, obj)
+    templates = workload.spec.pod_group_templates
+    errors: list[FieldError] = []
+    if not templates:
+        errors.append(required(TEMPLATES, "must have at least 1 item"))
+    elif len(templates) > MAX_TEMPLATES:
+        errors.append(too_many(TEMPLATES, len(templates), MAX_TEMPLATES))
+    seen: set[str] = set()
+    for i, template in enumerate(templates):
+        path = TEMPLATES.index(i)
+        errors.extend(invalid(path.child("name"), template.name, m) for m in dns_label_errors(template.name))
+        if template.name in seen:
+            errors.append(duplicate(path.child("name"), template.name))
+        seen.add(template.name)
+        errors += policy_errors(path, template.scheduling_policy, template.disruption_mode)
+        errors += priority_errors(path, template.priority_class_name, template.priority, lookups)
+    return errors
+
+
+def validate_workload_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
+    decode(Workload, obj)
+    return spec_immutable_errors(obj, old)
