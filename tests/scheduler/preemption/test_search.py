@@ -1,0 +1,232 @@
+"""The victim search on plain data: one table, each row a KEP-5710 behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pytest
+
+from scheduler.framework.status import Code, Status
+from scheduler.preemption.decision import Outcome, SpareReason, VictimReason
+from scheduler.preemption.search import search
+from tests.scheduler.preemption.plain_cluster import PlainCluster
+
+UNTIL = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+
+
+@dataclass
+class Case:
+    cluster: PlainCluster
+    members: list[int]
+    priority: int
+    min_count: int | None = None
+    policy: str = "PreemptLowerPriority"
+    want_outcome: Outcome = Outcome.PREEMPT
+    want_victims: list[str] = field(default_factory=list)
+    want_nominations: dict[str, str] = field(default_factory=dict)
+    want_spared: dict[str, SpareReason] = field(default_factory=dict)
+    want_message: str = ""
+    want_until: datetime | None = None
+
+
+CASES = [
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .node("n2", 4000)
+            .pod("ns/high", "n1", 4000, 50)
+            .pod("ns/low", "n2", 4000, 10),
+            [2000],
+            100,
+            want_victims=["ns/low"],
+            want_nominations={"default/preemptor": "n2"},
+        ),
+        id="pod preempts the lower-priority pod of two candidates",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 4000).pod("ns/a", "n1", 4000, 100),
+            [1000],
+            100,
+            want_outcome=Outcome.CANNOT_HELP,
+            want_message="no unit has a priority lower than 100",
+        ),
+        id="equal priority is never preempted",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 4000).pod("ns/a", "n1", 4000, 1),
+            [1000],
+            100,
+            policy="Never",
+            want_outcome=Outcome.CANNOT_HELP,
+            want_message="preemptionPolicy is Never",
+        ),
+        id="preemptionPolicy Never preempts nothing",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 2000).pod("ns/a", "n1", 2000, 1),
+            [3000],
+            100,
+            want_outcome=Outcome.CANNOT_HELP,
+            want_message="no node fits the pod even after preempting",
+        ),
+        id="pod too big for any node preempts nothing",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .node("n2", 4000)
+            .pod("ns/a", "n1", 2000, 1, started=1)
+            .pod("ns/b", "n1", 2000, 1, started=2)
+            .group("ns/grp", [("n2", 1000), ("n2", 3000)], 1),
+            [1000],
+            100,
+            want_victims=["ns/b"],
+            want_nominations={"default/preemptor": "n1"},
+        ),
+        id="fewest victims wins: one pod rather than a whole group",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 4000).node("n2", 4000).group("ns/grp", [("n1", 4000), ("n2", 4000)], 1),
+            [1000],
+            100,
+            want_victims=["ns/grp"],
+            want_nominations={"default/preemptor": "n1"},
+        ),
+        id="a PodGroup-mode group goes whole although one pod would suffice",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .node("n2", 4000)
+            .pod("ns/a", "n1", 2000, 1)
+            .pod("ns/b", "n1", 2000, 5)
+            .pod("ns/c", "n2", 2000, 1)
+            .pod("ns/d", "n2", 2000, 5),
+            [2000, 2000],
+            100,
+            want_victims=["ns/a", "ns/c"],
+            want_nominations={"default/m0": "n1", "default/m1": "n2"},
+            want_spared={"ns/b": SpareReason.ABOVE_BOUND, "ns/d": SpareReason.ABOVE_BOUND},
+        ),
+        id="gang over pods across two nodes takes only the lowest priority",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 4000).node("n2", 4000).pod("ns/a", "n1", 4000, 1).pod("ns/b", "n2", 4000, 1),
+            [4000, 4000, 4000],
+            100,
+            want_outcome=Outcome.CANNOT_HELP,
+            want_message="places 2 of 3 members; the gang needs 3",
+        ),
+        id="gang that cannot fit even with every victim removed preempts nothing",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster().node("n1", 4000).node("n2", 4000).pod("ns/a", "n1", 4000, 1).pod("ns/b", "n2", 4000, 200),
+            [4000, 4000],
+            100,
+            min_count=1,
+            want_victims=["ns/a"],
+            want_nominations={"default/m0": "n1"},
+        ),
+        id="gang places as many members as lower-priority victims allow",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .node("n2", 4000)
+            .pod("ns/a", "n1", 4000, 1)
+            .pod("ns/b", "n2", 4000, 1)
+            .pdb("ns/pdb", 0, ["ns/a"]),
+            [4000],
+            100,
+            want_victims=["ns/b"],
+            want_nominations={"default/preemptor": "n2"},
+        ),
+        id="pod avoids the node whose victim a PDB protects",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .node("n2", 4000)
+            .pod("ns/a", "n1", 2000, 1)
+            .pod("ns/b", "n1", 2000, 1)
+            .pod("ns/c", "n2", 2000, 1)
+            .pod("ns/d", "n2", 2000, 1)
+            .pdb("ns/pdb", 1, ["ns/a", "ns/b"]),
+            [2000, 2000, 2000],
+            100,
+            want_victims=["ns/a", "ns/c", "ns/d"],
+            want_spared={"ns/b": SpareReason.PDB},
+        ),
+        id="gang reprieves a PDB-covered pod first",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n1", 4000)
+            .pod("ns/a", "n1", 4000, 1)
+            .protect("ns/a", Status(Code.UNSCHEDULABLE, ("ran 10s of 60s",), "MinRuntime", UNTIL)),
+            [1000],
+            100,
+            want_outcome=Outcome.CANNOT_HELP,
+            want_spared={"ns/a": SpareReason.PROTECTED},
+            want_until=UNTIL,
+        ),
+        id="a protected victim is spared and the decision says until when",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_search(case: Case) -> None:
+    decision = search(
+        case.cluster.search_input(case.members, case.priority, min_count=case.min_count, policy=case.policy)
+    )
+    assert decision.outcome == case.want_outcome, decision.explain()
+    assert sorted(v.key for v in decision.victims) == case.want_victims, decision.explain()
+    if case.want_nominations:
+        assert decision.nominations == case.want_nominations
+    assert {s.key: s.reason for s in decision.spared if s.key in case.want_spared} == case.want_spared
+    assert case.want_message in decision.message
+    assert decision.until == case.want_until
+
+
+def test_reprieval_keeps_members_placed() -> None:
+    """A reprieved unit never costs the gang a member (KEP-5710 step 6)."""
+    cluster = PlainCluster().node("n1", 4000).node("n2", 4000).pod("ns/a", "n1", 4000, 1).pod("ns/b", "n2", 2000, 1)
+    decision = search(cluster.search_input([2000, 2000, 2000, 2000], 100, min_count=2))
+    assert len(decision.nominations) == 4
+    assert sorted(v.key for v in decision.victims) == ["ns/a", "ns/b"]
+
+
+def test_validator_rejection_tries_the_next_node() -> None:
+    cluster = PlainCluster().node("n1", 4000).node("n2", 4000).pod("ns/a", "n1", 4000, 1).pod("ns/b", "n2", 4000, 2)
+
+    def no_a(keys: tuple[str, ...]) -> Status:
+        return Status(Code.UNSCHEDULABLE, ("keeps ns/a",), "Elastic") if "ns/a" in keys else Status()
+
+    decision = search(cluster.search_input([4000], 100, validate=no_a))
+    assert [v.key for v in decision.victims] == ["ns/b"]
+    assert decision.nominations == {"default/preemptor": "n2"}
+
+
+def test_whole_group_victim_reason_and_explanation() -> None:
+    cluster = PlainCluster().node("n1", 4000).node("n2", 4000).group("ns/grp", [("n1", 4000), ("n2", 4000)], 3)
+    decision = search(cluster.search_input([1000], 100))
+    (victim,) = decision.victims
+    assert victim.reason == VictimReason.WHOLE_GROUP
+    assert victim.pods == ("ns/grp-0", "ns/grp-1")
+    assert victim.nodes == ("n1", "n2")
+    text = "\n".join(decision.explain())
+    assert "victim ns/grp (priority 3) on n1, n2" in text
