@@ -28,6 +28,17 @@ class MinRuntimeDefaults(ApiModel):
     reclaim_resolve_method: Literal["lca", "queue"] = "lca"
 
 
+class LeaderElection(ApiModel):
+    """kube-scheduler's leaderElection block: replicas compete for one Lease so only one schedules."""
+
+    leader_elect: bool = False
+    resource_name: str = DEFAULT_SCHEDULER_NAME
+    resource_namespace: str = ""  # empty: the namespace the pod runs in
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+
 class SchedulerConfiguration(ApiModel):
     api_version: str = API_VERSION
     kind: str = "SchedulerConfiguration"
@@ -36,5 +47,6 @@ class SchedulerConfiguration(ApiModel):
     gate_name: str = DEFAULT_GATE_NAME
     scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
     min_runtime: MinRuntimeDefaults = Field(default_factory=MinRuntimeDefaults)
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
     backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
