@@ -121,9 +121,15 @@ class _DomainResult:
 class _Context:
     inp: SearchInput
     unit_priority: IntArray
-    unit_rows: list[IntArray]
+    by_unit: IntArray
+    unit_bounds: IntArray
     pod_pdbs: dict[int, list[int]]
     shapes: list[_Shape]
+    member_shape: list[int]
+
+    def rows(self, unit: int) -> IntArray:
+        """Pod rows of one unit (a slice of one argsort: no per-unit arrays for 50,000 units)."""
+        return self.by_unit[self.unit_bounds[unit] : self.unit_bounds[unit + 1]]
 
 
 def search(inp: SearchInput) -> Decision:
@@ -133,7 +139,7 @@ def search(inp: SearchInput) -> Decision:
     until = min((s.until for s in protected if s.until is not None), default=None)
     if pre.preemption_policy == "Never":
         return _cannot_help(inp, "preemptionPolicy is Never: the preemptor preempts nothing", protected, None)
-    unit_priority = np.fromiter((u.priority for u in inp.units), dtype=np.int64, count=len(inp.units))
+    unit_priority = np.array([u.priority for u in inp.units], dtype=np.int64)
     candidate = unit_priority < pre.priority
     for index in inp.protections:
         if not inp.protections[index].is_success:
@@ -142,7 +148,14 @@ def search(inp: SearchInput) -> Decision:
     if len(rows) == 0:
         message = f"no unit has a priority lower than {pre.priority} and may be preempted"
         return _cannot_help(inp, message, protected, until)
-    ctx = _Context(inp, unit_priority, _rows_by_unit(inp), _pdbs_by_pod(inp), _shapes(pre))
+    by_unit = np.argsort(inp.pod_unit, kind="stable")
+    bounds = np.searchsorted(inp.pod_unit[by_unit], np.arange(len(inp.units) + 1))
+    shapes = _shapes(pre)
+    member_shape = [0] * len(pre.members)
+    for index, shape in enumerate(shapes):
+        for member in shape.members.tolist():
+            member_shape[member] = index
+    ctx = _Context(inp, unit_priority, by_unit, bounds, _pdbs_by_pod(inp), shapes, member_shape)
     results = [r for dom, dom_rows in _domains(ctx, rows) if (r := _search_domain(ctx, dom, dom_rows)) is not None]
     if not results:
         return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
@@ -190,12 +203,6 @@ def _cannot_help(inp: SearchInput, message: str, protected: list[Spared], until:
         pending={member: message for member in pre.members},
         until=until,
     )
-
-
-def _rows_by_unit(inp: SearchInput) -> list[IntArray]:
-    order = np.argsort(inp.pod_unit, kind="stable")
-    bounds = np.searchsorted(inp.pod_unit[order], np.arange(len(inp.units) + 1))
-    return [order[bounds[u] : bounds[u + 1]] for u in range(len(inp.units))]
 
 
 def _pdbs_by_pod(inp: SearchInput) -> dict[int, list[int]]:
@@ -365,14 +372,19 @@ def _reprieve(
         remaining = remaining - _sums(node_local[inp.pod_node[bulk_rows]], inp.pod_requests[bulk_rows], len(dom))
     ordered = sorted(on_used.tolist(), key=lambda u: importance_key(_importance(ctx, u)))
     violating = _violating(ctx, ordered)
+    roomy: set[int] = set()
+    for shape in shapes:
+        roomy.update(np.flatnonzero(shape.mask & (remaining >= shape.request).all(axis=1)).tolist())
     spared: list[Spared] = []
     victims: list[int] = []
     for unit in [u for u in ordered if u in violating] + [u for u in ordered if u not in violating]:
-        rows = ctx.unit_rows[unit]
+        rows = ctx.rows(unit)
         rows = rows[node_local[inp.pod_node[rows]] >= 0]
         nodes = node_local[inp.pod_node[rows]]
         np.subtract.at(remaining, nodes, inp.pod_requests[rows])
-        if (remaining[nodes] >= 0).all() or _displace(shapes, placement.assign, remaining, np.unique(nodes)):
+        if (remaining[nodes] >= 0).all() or _displace(
+            ctx.member_shape, shapes, placement.assign, remaining, np.unique(nodes), roomy
+        ):
             info = inp.units[unit]
             if unit in violating:
                 spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.PDB, violating[unit]))
@@ -392,9 +404,20 @@ def _reprieve(
     return _result(ctx, dom, victims, violating, spared, placement)
 
 
-def _displace(shapes: list[_Shape], assign: IntArray, remaining: IntArray, nodes: IntArray) -> bool:
-    """Move members off the overfull `nodes` to nodes with room; on failure undo every move."""
-    shape_of = {int(m): shape for shape in shapes for m in shape.members.tolist()}
+def _displace(
+    member_shape: list[int],
+    shapes: list[_Shape],
+    assign: IntArray,
+    remaining: IntArray,
+    nodes: IntArray,
+    roomy: set[int],
+) -> bool:
+    """Move members off the overfull `nodes` to nodes with room; on failure undo every move.
+
+    `roomy` is a superset of the nodes with room for some member: room only grows on nodes members
+    leave, so checking these few rows replaces a scan of every node per attempt.
+    """
+    shape_of = [shapes[index] for index in member_shape]
     moved: list[tuple[int, int]] = []
     for node in nodes.tolist():
         for member in np.flatnonzero(assign == node)[::-1].tolist():
@@ -403,33 +426,34 @@ def _displace(shapes: list[_Shape], assign: IntArray, remaining: IntArray, nodes
             remaining[node] += shape_of[member].request
             assign[member] = -1
             moved.append((member, node))
-    if not (remaining[nodes] >= 0).all():
-        for member, node in moved:
-            remaining[node] -= shape_of[member].request
-            assign[member] = node
-        return False
+    excluded = set(nodes.tolist())
+    targets = np.array(sorted(roomy - excluded), dtype=np.int64)
     placed: list[tuple[int, int]] = []
-    for member, _ in moved:
+    feasible = bool((remaining[nodes] >= 0).all()) and len(targets) > 0
+    for member, _ in moved if feasible else []:
         shape = shape_of[member]
-        room = _capacity(remaining, shape.request, shape.mask) > 0
-        room[nodes] = False
-        target = int(np.argmax(room))
-        if not room[target]:
-            for back, where in placed:
-                remaining[where] += shape_of[back].request
-            for back, where in moved:
-                remaining[where] -= shape_of[back].request
-                assign[back] = where
-            return False
+        room = shape.mask[targets] & (remaining[targets] >= shape.request).all(axis=1)
+        if not room.any():
+            feasible = False
+            break
+        target = int(targets[int(np.argmax(room))])
         remaining[target] -= shape.request
         assign[member] = target
         placed.append((member, target))
-    return True
+    if feasible and moved:
+        roomy.update(excluded)
+        return True
+    for back, where in placed:
+        remaining[where] += shape_of[back].request
+    for back, where in moved:
+        remaining[where] -= shape_of[back].request
+        assign[back] = where
+    return False
 
 
 def _importance(ctx: _Context, unit: int) -> Importance:
     info = ctx.inp.units[unit]
-    return Importance(info.key, info.priority, info.whole_group, len(ctx.unit_rows[unit]), info.started_at)
+    return Importance(info.key, info.priority, info.whole_group, len(ctx.rows(unit)), info.started_at)
 
 
 def _violating(ctx: _Context, ordered: list[int]) -> dict[int, str]:
@@ -440,7 +464,7 @@ def _violating(ctx: _Context, ordered: list[int]) -> dict[int, str]:
     allowed = [pdb.allowed for pdb in inp.pdbs]
     out: dict[int, str] = {}
     for unit in ordered:
-        for row in ctx.unit_rows[unit].tolist():
+        for row in ctx.rows(unit).tolist():
             for index in ctx.pod_pdbs.get(row, ()):
                 allowed[index] -= 1
                 if allowed[index] < 0 and unit not in out:
@@ -463,7 +487,7 @@ def _result(
     priority_sum = 0
     for unit in victims:
         info = inp.units[unit]
-        size = len(ctx.unit_rows[unit])
+        size = len(ctx.rows(unit))
         pods += size
         priority_sum += size * info.priority
         if info.whole_group and size > 1:
@@ -511,7 +535,7 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
     names = inp.node_names
     victims = []
     for unit in sorted(result.victims, key=lambda u: importance_key(_importance(ctx, u))):
-        rows = ctx.unit_rows[unit]
+        rows = ctx.rows(unit)
         reason, why = result.reasons[unit]
         info = inp.units[unit]
         victims.append(
