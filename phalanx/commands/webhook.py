@@ -1,0 +1,76 @@
+"""`phalanx webhook`: serve the admission webhook over TLS with gunicorn.
+
+With `PHALANX_CERT_MODE=self-managed` (set by the chart) the certificate comes from the in-cluster
+certificate controller (`certs.controller`), which writes the files before gunicorn starts and keeps
+them renewed; gunicorn picks up new files on new connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from scheduler.api.config import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("webhook", help="serve the admission webhook over TLS")
+    parser.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT to listen on (default %(default)s)")
+    parser.add_argument("--tls-cert-file", required=True, help="PEM certificate chain; re-read when it changes")
+    parser.add_argument("--tls-private-key-file", required=True, help="PEM private key; re-read when it changes")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker (default %(default)s)")
+    parser.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME, help="schedulerName given to gang pods")
+    parser.add_argument("--gate-name", default=DEFAULT_GATE_NAME, help="scheduling gate added to gang pods")
+    parser.add_argument(
+        "--sync-timeout", type=float, default=10.0, help="seconds a worker waits for its caches before serving"
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.set_defaults(func=run)
+
+
+def _start_certificate_controller(args: argparse.Namespace) -> None:
+    from certs.controller import CertificateController, settings_from_env
+
+    settings = settings_from_env(
+        os.environ, cert_file=Path(args.tls_cert_file), key_file=Path(args.tls_private_key_file)
+    )
+    if settings is None:
+        return
+    from webhook.lookups import api_client_from
+
+    CertificateController(settings, api_client_from(args.kubeconfig)).start()
+
+
+def run(args: argparse.Namespace) -> int:
+    # Order matters: the metrics directory must be set before prometheus_client is imported.
+    from webhook.server import ServerOptions, prepare_metrics_dir, serve
+
+    owned_dir = prepare_metrics_dir()
+    from flask import Flask
+
+    from webhook.app import create_app
+    from webhook.lookups import KubeLookups, api_client_from
+    from webhook.rules.pod import PodSettings
+
+    _start_certificate_controller(args)
+    settings = PodSettings(scheduler_name=args.scheduler_name, gate_name=args.gate_name)
+
+    def app_factory() -> Flask:
+        lookups = KubeLookups(api_client_from(args.kubeconfig)).start()
+        # Serve only once synced (bounded): a worker that answers earlier reads the API on every miss.
+        lookups.wait_synced(timeout=args.sync_timeout)
+        return create_app(lookups, settings, ready=lookups.synced)
+
+    options = ServerOptions(
+        bind=args.bind,
+        cert_file=args.tls_cert_file,
+        key_file=args.tls_private_key_file,
+        workers=args.workers,
+        threads=args.threads,
+        log_level=args.log_level,
+    )
+    return serve(options, app_factory, owned_dir)
