@@ -52,6 +52,15 @@ class NodeTable:
             row[column] = amount
         return row
 
+    def usage(self, requests: dict[str, int]) -> IntArray:
+        """What a placed pod consumes, as a row; resources no node has are not counted."""
+        row = np.zeros(len(self.resources), dtype=np.int64)
+        for name, amount in requests.items():
+            column = self.resource_index.get(name)
+            if column is not None:
+                row[column] = amount
+        return row
+
     def free(self) -> IntArray:
         return self.allocatable - self.requested
 
@@ -67,3 +76,18 @@ class Snapshot:
     pdbs: tuple[PodDisruptionBudget, ...]
     queues: dict[str, Queue]
     config: SchedulerConfiguration
+    members: dict[str, list[PodInfo]] = field(default_factory=dict)
+    """Every existing, non-terminal pod of each PodGroup (`namespace/name`), bound or not."""
+    nominated: list[PodInfo] = field(default_factory=list)
+    """Pending pods with `status.nominatedNodeName` on a known node: they hold room there."""
+    static_masks: dict[object, object] = field(default_factory=dict)
+    """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
+
+    def assume(self, pod: PodInfo, node: int) -> None:
+        """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`)."""
+        self.nodes.requested[node] += self.nodes.usage(pod.requests)
+        self.running[node].append(pod)
+
+    def forget(self, pod: PodInfo, node: int) -> None:
+        self.nodes.requested[node] -= self.nodes.usage(pod.requests)
+        self.running[node].remove(pod)

@@ -1,1 +1,31 @@
-"""Scheduling plugins, one rule per module (as kube-scheduler's plugins/ tree)."""
+"""The plugin registry: which plugins the default profile runs, in order, at each extension point."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.framework.interfaces import FilterPlugin
+from scheduler.framework.profile import Profile
+from scheduler.plugins.gang_readiness import GangReadiness
+from scheduler.plugins.node_affinity import NodeAffinity
+from scheduler.plugins.node_name import NodeName
+from scheduler.plugins.node_resources_allocated import NodeResourcesAllocated
+from scheduler.plugins.node_resources_fit import NodeResourcesFit
+from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.scheduling_gates import SchedulingGates
+from scheduler.plugins.taint_toleration import TaintToleration
+
+
+def static_filters() -> Sequence[FilterPlugin]:
+    """Filters whose verdict depends only on the pod's shape and the nodes, never on running pods."""
+    return (NodeUnschedulable(), NodeName(), NodeAffinity(), TaintToleration())
+
+
+def default_profile(config: SchedulerConfiguration) -> Profile:
+    return Profile(
+        pre_enqueue=(GangReadiness(), SchedulingGates()),
+        static_filters=static_filters(),
+        filters=(NodeResourcesFit(),),
+        scores=(NodeResourcesAllocated(config.scoring_strategy),),
+    )

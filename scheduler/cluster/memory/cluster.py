@@ -1,0 +1,257 @@
+"""MemoryCluster: an API server and kubelets in one object, driven by a virtual clock.
+
+Writes behave as the real ones do for the scheduler: a bound pod starts running at once; a deleted
+pod that runs on a node keeps its resources until its grace period (`terminationGracePeriodSeconds`,
+default 30 s) has passed on the virtual clock, then disappears; a pending pod is deleted at once.
+Every write replaces the object (copy-on-write) and bumps `resourceVersion`, as the API server
+does, so readers holding old objects see a consistent past. Bindings, events and preemptions (a pod
+deleted while it carried a `DisruptionTarget` condition) are recorded for the simulation report.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.framework.cluster import AlreadyBound, ClusterObjects
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    time: datetime
+    regarding: str
+    regarding_kind: str
+    event_type: str
+    reason: str
+    note: str
+    related: str | None
+    related_kind: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """A pod deleted while marked `DisruptionTarget`; the preemptor comes from the `Preempted` event."""
+
+    victim: str
+    node: str | None
+    preemptor: str | None
+    preemptor_kind: str | None
+    time: datetime
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRecord:
+    pod: str
+    node: str
+    time: datetime
+
+
+def _key(obj: ApiModel) -> str:
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        return ""
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+class MemoryCluster:
+    def __init__(self, objects: ClusterObjects, now: datetime) -> None:
+        self._objects = objects
+        self._now = now
+        self._version = 0
+        self._terminations: list[tuple[datetime, str]] = []
+        self.bindings: list[BindingRecord] = []
+        self.events: list[RecordedEvent] = []
+        self.preemptions: list[Preemption] = []
+        self.gates_removed: list[tuple[str, str, datetime]] = []
+
+    # -- clock -------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        return self._now
+
+    def next_termination(self) -> datetime | None:
+        """When the next pod being deleted disappears (frees its node)."""
+        return self._terminations[0][0] if self._terminations else None
+
+    def advance(self, to: datetime) -> None:
+        """Move the clock forward, finishing every termination due by then."""
+        if to > self._now:
+            self._now = to
+        while self._terminations and self._terminations[0][0] <= self._now:
+            _, key = heapq.heappop(self._terminations)
+            if self._objects.pods.pop(key, None) is not None:
+                log.debug("pod gone", pod=key, time=self._now.isoformat())
+
+    # -- reads -------------------------------------------------------------------------------
+    def objects(self) -> ClusterObjects:
+        return self._objects
+
+    # -- writes ------------------------------------------------------------------------------
+    def _bump(self, meta: ObjectMeta, **changes: Any) -> ObjectMeta:
+        self._version += 1
+        return meta.model_copy(update={"resource_version": str(self._version), **changes})
+
+    def _current(self, pod: Pod) -> Pod | None:
+        current = self._objects.pods.get(pod.key)
+        if current is None or (pod.metadata.uid and current.metadata.uid and pod.metadata.uid != current.metadata.uid):
+            return None
+        return current
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        current = self._current(pod)
+        if current is None:
+            raise LookupError(f"pods {pod.key}: NotFound")
+        if current.spec.node_name:
+            raise AlreadyBound(f"pod {pod.key} is already assigned to node {current.spec.node_name}")
+        if node_name not in self._objects.nodes:
+            raise LookupError(f"nodes {node_name}: NotFound")
+        conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
+        conditions.append(Condition(type="PodScheduled", status="True", last_transition_time=self._now))
+        self._objects.pods[pod.key] = current.model_copy(
+            update={
+                "metadata": self._bump(current.metadata),
+                "spec": current.spec.model_copy(update={"node_name": node_name}),
+                "status": current.status.model_copy(
+                    update={
+                        "phase": "Running",
+                        "start_time": self._now,
+                        "conditions": conditions,
+                        "nominated_node_name": None,
+                    }
+                ),
+            }
+        )
+        self.bindings.append(BindingRecord(pod.key, node_name, self._now))
+
+    def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
+        current = self._current(pod)
+        if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
+            return
+        gates = [g for g in current.spec.scheduling_gates if g.name != gate]
+        self._objects.pods[pod.key] = current.model_copy(
+            update={
+                "metadata": self._bump(current.metadata),
+                "spec": current.spec.model_copy(update={"scheduling_gates": gates}),
+            }
+        )
+        self.gates_removed.append((pod.key, gate, self._now))
+
+    def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        current = self._current(pod)
+        if current is None or current.status.nominated_node_name == node_name:
+            return
+        self._objects.pods[pod.key] = current.model_copy(
+            update={
+                "metadata": self._bump(current.metadata),
+                "status": current.status.model_copy(update={"nominated_node_name": node_name}),
+            }
+        )
+
+    def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+        current = self._current(pod)
+        if current is None:
+            return
+        conditions = [c for c in current.status.conditions if c.type != condition.type] + [condition]
+        self._objects.pods[pod.key] = current.model_copy(
+            update={
+                "metadata": self._bump(current.metadata),
+                "status": current.status.model_copy(update={"conditions": conditions}),
+            }
+        )
+
+    def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
+        current = self._objects.pod_groups.get(group.key)
+        if current is None:
+            return
+        conditions = [c for c in current.status.conditions if c.type != condition.type] + [condition]
+        self._objects.pod_groups[group.key] = current.model_copy(
+            update={
+                "metadata": self._bump(current.metadata),
+                "status": current.status.model_copy(update={"conditions": conditions}),
+            }
+        )
+
+    def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
+        current = self._objects.pod_groups.get(group.key)
+        if current is None:
+            return
+        annotations = {**current.metadata.annotations, key: value}
+        self._objects.pod_groups[group.key] = current.model_copy(
+            update={"metadata": self._bump(current.metadata, annotations=annotations)}
+        )
+
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        current = self._current(pod)
+        if current is None or current.metadata.deletion_timestamp is not None:
+            return
+        grace = grace_period_seconds
+        if grace is None:
+            grace = current.spec.termination_grace_period_seconds
+        if grace is None:
+            grace = DEFAULT_GRACE_SECONDS
+        target = current.condition("DisruptionTarget")
+        if target is not None and target.status == "True":
+            self._record_preemption(current, target)
+        if not current.spec.node_name or grace <= 0:
+            del self._objects.pods[pod.key]
+            return
+        self._objects.pods[pod.key] = current.model_copy(
+            update={
+                "metadata": self._bump(
+                    current.metadata,
+                    deletion_timestamp=self._now,
+                    deletion_grace_period_seconds=grace,
+                )
+            }
+        )
+        heapq.heappush(self._terminations, (self._now + timedelta(seconds=grace), pod.key))
+
+    def _record_preemption(self, pod: Pod, target: Condition) -> None:
+        event = next(
+            (e for e in reversed(self.events) if e.regarding == pod.key and e.reason == "Preempted"),
+            None,
+        )
+        self.preemptions.append(
+            Preemption(
+                victim=pod.key,
+                node=pod.spec.node_name,
+                preemptor=event.related if event else None,
+                preemptor_kind=event.related_kind if event else None,
+                time=self._now,
+                message=target.message or "",
+            )
+        )
+
+    def record_event(
+        self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
+    ) -> None:
+        self.events.append(
+            RecordedEvent(
+                time=self._now,
+                regarding=_key_of(regarding),
+                regarding_kind=str(getattr(regarding, "kind", "")),
+                event_type=event_type,
+                reason=reason,
+                note=note,
+                related=_key_of(related) if related is not None else None,
+                related_kind=str(getattr(related, "kind", "")) if related is not None else None,
+            )
+        )
+
+
+def _key_of(obj: ApiModel) -> str:
+    """`namespace/name` for namespaced objects (default namespace filled in), `name` otherwise."""
+    if isinstance(obj, Pod | PodGroup):
+        return obj.key
+    return _key(obj)

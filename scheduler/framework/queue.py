@@ -1,0 +1,89 @@
+"""The scheduling queue: which units a pass tries, in which order, and when a parked unit wakes up.
+
+As kube-scheduler's PriorityQueue, with pools: *active* (tried this pass, highest priority first,
+then oldest), *backoff* (failed, the cluster changed since, waiting out an exponential backoff),
+*unschedulable* (failed, waiting for the cluster to change or for a PostFilter's `until`) and
+*gated* (rejected by a PreEnqueue plugin, re-checked every pass). "The cluster changed" is a
+fingerprint of the nodes and of what is placed on them, so a pass that changes nothing does not
+wake anything: the simulator can tell when nothing more can happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.framework.pod_info import SchedulingUnit
+
+
+@dataclass(slots=True)
+class _Parked:
+    attempts: int
+    failed_at: datetime
+    fingerprint: int
+    until: datetime | None
+
+
+class SchedulingQueue:
+    def __init__(self, backoff_seconds: float, max_backoff_seconds: float) -> None:
+        self._initial = backoff_seconds
+        self._max = max_backoff_seconds
+        self._parked: dict[str, _Parked] = {}
+        self.gated: set[str] = set()
+        self._fingerprint = 0
+
+    def _backoff_until(self, parked: _Parked) -> datetime:
+        seconds = min(self._initial * 2 ** (parked.attempts - 1), self._max)
+        return parked.failed_at + timedelta(seconds=seconds)
+
+    def pop_order(self, units: Iterable[SchedulingUnit], now: datetime, fingerprint: int) -> list[SchedulingUnit]:
+        """The active pool: units never tried, or whose wait is over; priority desc, then age, then key."""
+        self._fingerprint = fingerprint
+        live = {u.key for u in units}
+        for key in [k for k in self._parked if k not in live]:
+            del self._parked[key]
+        return sorted((u for u in units if self._ready(u.key, now, fingerprint)), key=unit_order)
+
+    def _ready(self, key: str, now: datetime, fingerprint: int) -> bool:
+        parked = self._parked.get(key)
+        if parked is None:
+            return True
+        if parked.until is not None and now >= parked.until:
+            return True
+        return parked.fingerprint != fingerprint and now >= self._backoff_until(parked)
+
+    def failed(self, unit: SchedulingUnit, now: datetime, fingerprint: int, until: datetime | None) -> None:
+        previous = self._parked.get(unit.key)
+        attempts = previous.attempts + 1 if previous else 1
+        self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
+
+    def settle(self, fingerprint: int) -> None:
+        """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after."""
+        self._fingerprint = fingerprint
+
+    def done(self, unit: SchedulingUnit) -> None:
+        self._parked.pop(unit.key, None)
+
+    def pools(self) -> dict[str, int]:
+        """Sizes of the backoff, unschedulable and gated pools after the last pass."""
+        backoff = sum(1 for p in self._parked.values() if p.fingerprint != self._fingerprint)
+        return {"backoff": backoff, "unschedulable": len(self._parked) - backoff, "gated": len(self.gated)}
+
+    def next_wakeup(self) -> datetime | None:
+        """Earliest time a parked unit becomes ready without any further change to the cluster.
+
+        A time at or before the last pass means "ready now": the cluster changed during that pass.
+        """
+        times: list[datetime] = []
+        for parked in self._parked.values():
+            if parked.until is not None:
+                times.append(parked.until)
+            if parked.fingerprint != self._fingerprint:
+                times.append(self._backoff_until(parked))
+        return min(times) if times else None
+
+
+def unit_order(unit: SchedulingUnit) -> tuple[int, datetime, str]:
+    """Priority (highest first), then the oldest member's creation time, then the key: deterministic."""
+    return (-unit.priority, min(m.created_at for m in unit.members), unit.key)

@@ -1,0 +1,298 @@
+"""The scheduler's main loop, one pass at a time, on any `Cluster` back end (memory or kube).
+
+A pass: read the cluster, remove our gang gate from gangs that became ready, build a Snapshot, run
+PreEnqueue, then pop units (a lone pod, or every pending member of a PodGroup) in priority order and
+place each one on the snapshot (static mask cached per pod shape, resource fit, score). A gang binds
+only if at least `minCount` members are placed, else its trial placements are rolled back. A unit
+that does not fit runs the PostFilter plugins; a proposal with victims or nominations is handed to the
+actuator. Time comes only from `cluster.now()`, so the same code runs on the simulator's clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+import structlog
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.meta import Condition
+from scheduler.api.pod import Pod
+from scheduler.framework.cluster import AlreadyBound, Cluster
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.feasibility import combine, describe, static_mask
+from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.profile import Profile
+from scheduler.framework.queue import SchedulingQueue
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
+from scheduler.framework.status import Code, Status, unschedulable
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
+"""PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
+
+
+class Actuator(Protocol):
+    """Acts on a PostFilter proposal (nominate, mark and delete victims); see `scheduler/preemption`."""
+
+    def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: str
+    node: str
+    time: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    pod: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one `schedule_pending` pass did; `pending` covers the pods it looked at."""
+
+    time: datetime
+    bindings: list[Binding] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    post_filter: list[tuple[str, PostFilterResult]] = field(default_factory=list)
+    units_tried: int = 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: SchedulerConfiguration,
+        profile: Profile | None = None,
+        actuator: Actuator | None = None,
+        all_schedulers: bool = False,
+    ) -> None:
+        if profile is None:
+            from scheduler.plugins import default_profile
+
+            profile = default_profile(config)
+        self.cluster = cluster
+        self.config = config
+        self.profile = profile
+        self.actuator = actuator
+        self.all_schedulers = all_schedulers
+        self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
+        self._cache = PodInfoCache()
+
+    def is_ours(self, pod: Pod) -> bool:
+        return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
+
+    def next_wakeup(self) -> datetime | None:
+        """When a parked unit becomes ready again with no other change (backoff or a PostFilter `until`)."""
+        return self.queue.next_wakeup()
+
+    def schedule_pending(self) -> PassReport:
+        now = self.cluster.now()
+        report = PassReport(time=now)
+        snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
+        if self._remove_gang_gates(snapshot):
+            snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
+        units = self._units(snapshot, report)
+        placed: set[str] = set()
+        for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
+            report.units_tried += 1
+            self._schedule_unit(unit, snapshot, report, placed)
+        self.queue.settle(fingerprint(snapshot, placed))
+        log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
+        return report
+
+    def _pending_pods(self, snapshot: Snapshot) -> list[PodInfo]:
+        return [
+            info
+            for info in snapshot.pods.values()
+            if info.node_name is None and info.pod.metadata.deletion_timestamp is None and self.is_ours(info.pod)
+        ]
+
+    def _remove_gang_gates(self, snapshot: Snapshot) -> bool:
+        """Remove our gate from every member of a ready gang (and from lone pods); never a foreign one."""
+        gate = self.config.gate_name
+        removed = False
+        for info in self._pending_pods(snapshot):
+            if not any(g.name == gate for g in info.pod.spec.scheduling_gates):
+                continue
+            if info.group_key is not None:
+                group = snapshot.groups.get(info.group_key)
+                if group is None or len(snapshot.members.get(info.group_key, ())) < group.min_count:
+                    continue
+            self.cluster.remove_scheduling_gate(info.pod, gate)
+            log.info("gate removed", pod=info.key, gate=gate, group=info.group_key)
+            removed = True
+        return removed
+
+    def _units(self, snapshot: Snapshot, report: PassReport) -> list[SchedulingUnit]:
+        """PreEnqueue every pending pod; group the admitted ones into units."""
+        lone: list[SchedulingUnit] = []
+        grouped: dict[str, list[PodInfo]] = {}
+        self.queue.gated.clear()
+        for info in self._pending_pods(snapshot):
+            status = self._pre_enqueue(info, snapshot)
+            if not status.is_success:
+                self.queue.gated.add(info.key)
+                reason = PENDING_REASONS.get(status.plugin, "Unschedulable")
+                self._pending(info, reason, status.message(), report)
+            elif info.group_key is None:
+                lone.append(SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy))
+            else:
+                grouped.setdefault(info.group_key, []).append(info)
+        for key, members in grouped.items():
+            group = snapshot.groups[key]
+            ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
+            first = ordered[0]
+            lone.append(SchedulingUnit(key, ordered, group, group.min_count, first.priority, first.preemption_policy))
+        return lone
+
+    def _pre_enqueue(self, info: PodInfo, snapshot: Snapshot) -> Status:
+        for plugin in self.profile.pre_enqueue:
+            status = plugin.pre_enqueue(info, snapshot)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return Status()
+
+    def _schedule_unit(self, unit: SchedulingUnit, snapshot: Snapshot, report: PassReport, placed: set[str]) -> None:
+        state = CycleState()
+        held = [p for p in snapshot.nominated if p.key not in placed and p.priority >= unit.priority]
+        held = [p for p in held if p.group_key is None or p.group_key != unit.key]
+        held = [p for p in held if p not in unit.members]
+        rows = [snapshot.nodes.index[p.pod.status.nominated_node_name or ""] for p in held]
+        for pod, row in zip(held, rows, strict=True):
+            snapshot.nodes.requested[row] += snapshot.nodes.usage(pod.requests)
+        try:
+            trial, failures = self._place(unit, snapshot, state)
+        finally:
+            for pod, row in zip(held, rows, strict=True):
+                snapshot.nodes.requested[row] -= snapshot.nodes.usage(pod.requests)
+        already = self._bound_members(unit, snapshot) if unit.group is not None else 0
+        if unit.group is not None and unit.group.is_gang and len(trial) + already < unit.min_count:
+            for pod, row in trial:
+                snapshot.forget(pod, row)
+            gang = unschedulable(
+                f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
+            )
+            failures = {m.key: failures.get(m.key, (gang, None)) for m in unit.members}
+            failures = {k: (gang, v) for k, (_, v) in failures.items()}
+            trial = []
+        for pod, row in trial:
+            self._bind(pod, row, snapshot, report, placed)
+        if not failures:
+            self.queue.done(unit)
+            return
+        self._post_filter(unit, snapshot, state, failures, report, placed)
+
+    def _bound_members(self, unit: SchedulingUnit, snapshot: Snapshot) -> int:
+        return sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)
+
+    def _place(
+        self, unit: SchedulingUnit, snapshot: Snapshot, state: CycleState
+    ) -> tuple[list[tuple[PodInfo, int]], dict[str, tuple[Status, NodeVerdict | None]]]:
+        """Place members one by one on the snapshot (assume); the caller binds or rolls back."""
+        trial: list[tuple[PodInfo, int]] = []
+        failures: dict[str, tuple[Status, NodeVerdict | None]] = {}
+        count = len(snapshot.nodes.names)
+        for member in unit.members:
+            static = static_mask(member, snapshot, state, self.profile.static_filters)
+            verdicts = [static, *(f.filter(state, member, snapshot) for f in self.profile.filters)]
+            verdict = combine(verdicts, count)
+            row = self._choose(member, snapshot, state, verdict)
+            if row is None:
+                failures[member.key] = (Status(verdict.code, (describe(verdict, count),)), verdict)
+                continue
+            snapshot.assume(member, row)
+            trial.append((member, row))
+        return trial, failures
+
+    def _choose(self, pod: PodInfo, snapshot: Snapshot, state: CycleState, verdict: NodeVerdict) -> int | None:
+        feasible = verdict.feasible
+        if not feasible.any():
+            return None
+        nominated = snapshot.nodes.index.get(pod.pod.status.nominated_node_name or "")
+        if nominated is not None and feasible[nominated]:
+            return nominated
+        total = np.zeros(len(feasible), dtype=np.float64)
+        for plugin in self.profile.scores:
+            total += plugin.weight * np.asarray(plugin.score(state, pod, snapshot, feasible), dtype=np.float64)
+        total[~feasible] = -np.inf
+        return int(np.argmax(total))
+
+    def _bind(self, pod: PodInfo, row: int, snapshot: Snapshot, report: PassReport, placed: set[str]) -> None:
+        node = snapshot.nodes.names[row]
+        try:
+            self.cluster.bind(pod.pod, node)
+        except AlreadyBound:
+            log.info("pod already bound", pod=pod.key)
+        placed.add(pod.key)
+        report.bindings.append(Binding(pod.key, node, snapshot.now))
+        log.debug("pod bound", pod=pod.key, node=node)
+
+    def _post_filter(
+        self,
+        unit: SchedulingUnit,
+        snapshot: Snapshot,
+        state: CycleState,
+        failures: dict[str, tuple[Status, NodeVerdict | None]],
+        report: PassReport,
+        placed: set[str],
+    ) -> None:
+        statuses = {key: status for key, (status, _) in failures.items()}
+        until: datetime | None = None
+        notes: list[str] = []
+        resolvable = any(s.code == Code.UNSCHEDULABLE for s in statuses.values())
+        for plugin in self.profile.post_filters if resolvable else ():
+            try:
+                result = plugin.post_filter(state.clone(), unit, snapshot, statuses)
+            except Exception as err:  # a plugin bug must not stop the pass
+                log.error("post filter failed", plugin=plugin.name, unit=unit.key, error=repr(err))
+                continue
+            report.post_filter.append((unit.key, result))
+            if result.status.until is not None:
+                until = result.status.until if until is None else min(until, result.status.until)
+            if result.status.reasons:
+                notes.append(f"{plugin.name}: {result.status.message()}")
+            if (result.nominations or result.victims) and self.actuator is not None:
+                self.actuator.actuate(unit, result, snapshot)
+                break
+        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until)
+        suffix = f" {' '.join(notes)}" if notes else ""
+        for member in unit.members:
+            if member.key in failures:
+                self._pending(member, "Unschedulable", failures[member.key][0].message() + suffix, report)
+
+    def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> None:
+        report.pending.append(Pending(info.key, reason, message))
+        current = info.pod.condition("PodScheduled")
+        if current is not None and current.reason == reason and current.message == message:
+            return
+        condition = Condition(
+            type="PodScheduled", status="False", reason=reason, message=message, last_transition_time=self.cluster.now()
+        )
+        self.cluster.set_pod_condition(info.pod, condition)
+
+
+def fingerprint(snapshot: Snapshot, placed: set[str] | Sequence[str] = ()) -> int:
+    """A digest of what can make a parked unit fit: nodes, what is placed where, who holds nominations."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(repr(snapshot.nodes.names).encode())
+    digest.update(repr([n.metadata.resource_version or id(n) for n in snapshot.nodes.nodes]).encode())
+    digest.update(snapshot.nodes.requested.tobytes())
+    nominated = sorted(p.key for p in snapshot.nominated if p.key not in placed)
+    digest.update(repr(nominated).encode())
+    digest.update(repr(sorted(snapshot.groups)).encode())
+    return int.from_bytes(digest.digest(), "big")

@@ -1,0 +1,165 @@
+"""Build a Snapshot from the cluster's objects: PodInfos with effective priority, capacity arrays.
+
+Follows kube-scheduler's cache: a pod with `spec.nodeName` occupies its node until it is gone (a pod
+being deleted still holds its resources), terminal pods hold nothing, and a pending pod nominated to
+a node is kept aside so the runner can count it against pods of lower or equal priority.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import structlog
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, ResolvedPriority, resolve_priority
+from scheduler.api.quantity import PODS
+from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.snapshot import NodeTable, Snapshot
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_PODS = 110
+"""The kubelet's default `maxPods`, used when a node reports no `pods` allocatable."""
+
+
+def effective_priority(
+    pod: Pod, groups: dict[str, PodGroup], classes: dict[str, PriorityClass]
+) -> tuple[ResolvedPriority, str | None]:
+    """A pod's priority and group key: its PodGroup's for a member, else its own (DESIGN.md, Priority).
+
+    Raises `PriorityClassNotFound` when the class that decides is missing.
+    """
+    group_name = pod.pod_group_name
+    group_key = f"{pod.metadata.namespace or 'default'}/{group_name}" if group_name else None
+    group = groups.get(group_key) if group_key else None
+    if group is not None:
+        if group.spec.priority is not None:
+            resolved = (
+                resolve_priority(group.spec.priority_class_name, classes) if group.spec.priority_class_name else None
+            )
+            policy = resolved.preemption_policy if resolved else "PreemptLowerPriority"
+            return ResolvedPriority(group.spec.priority_class_name, group.spec.priority, policy), group_key
+        return resolve_priority(group.spec.priority_class_name, classes), group_key
+    if pod.spec.priority_class_name or pod.spec.priority is None:
+        resolved = resolve_priority(pod.spec.priority_class_name, classes)
+    else:
+        resolved = ResolvedPriority(None, pod.spec.priority, "PreemptLowerPriority")
+    if pod.spec.preemption_policy:
+        resolved = ResolvedPriority(resolved.class_name, resolved.value, pod.spec.preemption_policy)
+    return resolved, group_key
+
+
+class PodInfoCache:
+    """PodInfos reused across refreshes while the Pod object is unchanged (same object, same groups).
+
+    Parsing requests is the costly part of a refresh; back ends replace a Pod object when it changes,
+    so identity tells whether the cached PodInfo still describes it.
+    """
+
+    def __init__(self) -> None:
+        self._infos: dict[str, tuple[Pod, PodInfo]] = {}
+        self._context: tuple[int, int] = (0, 0)
+
+    def info(self, pod: Pod, objects: ClusterObjects, now: datetime) -> PodInfo:
+        cached = self._infos.get(pod.key)
+        if cached is not None and cached[0] is pod:
+            return cached[1]
+        try:
+            resolved, group_key = effective_priority(pod, objects.pod_groups, objects.priority_classes)
+        except PriorityClassNotFound as err:
+            log.warning("priority class missing", pod=pod.key, priority_class=err.name)
+            group_name = pod.pod_group_name
+            group_key = f"{pod.metadata.namespace or 'default'}/{group_name}" if group_name else None
+            resolved = ResolvedPriority(err.name, pod.spec.priority or 0, "PreemptLowerPriority")
+        requests = pod.effective_requests()
+        requests[PODS] = 1
+        info = PodInfo(
+            pod=pod,
+            key=pod.key,
+            requests=requests,
+            priority=resolved.value,
+            priority_class_name=resolved.class_name,
+            preemption_policy=resolved.preemption_policy,
+            group_key=group_key,
+            node_name=pod.spec.node_name or None,
+            created_at=pod.metadata.creation_timestamp or now,
+            scheduled_at=pod.scheduled_time() if pod.spec.node_name else None,
+        )
+        self._infos[pod.key] = (pod, info)
+        return info
+
+    def begin(self, objects: ClusterObjects) -> None:
+        """Drop every cached PodInfo when groups or classes changed (priorities may have moved)."""
+        context = (
+            hash(tuple(id(g) for g in objects.pod_groups.values())),
+            hash(tuple(id(c) for c in objects.priority_classes.values())),
+        )
+        if context != self._context:
+            self._infos.clear()
+            self._context = context
+
+    def prune(self, live: dict[str, Pod]) -> None:
+        for key in [k for k in self._infos if k not in live]:
+            del self._infos[key]
+
+
+def build_snapshot(
+    objects: ClusterObjects, now: datetime, config: SchedulerConfiguration, cache: PodInfoCache | None = None
+) -> Snapshot:
+    """One consistent Snapshot; every pod gets a PodInfo, bound pods are charged to their node."""
+    cache = cache or PodInfoCache()
+    cache.begin(objects)
+    names = tuple(sorted(objects.nodes))
+    nodes = tuple(objects.nodes[n] for n in names)
+    allocatable_maps = [n.allocatable() for n in nodes]
+    resources = sorted({r for a in allocatable_maps for r in a} | {PODS})
+    table = NodeTable(
+        names=names,
+        nodes=nodes,
+        resources=tuple(resources),
+        allocatable=np.zeros((len(names), len(resources)), dtype=np.int64),
+        requested=np.zeros((len(names), len(resources)), dtype=np.int64),
+    )
+    pods_column = table.resource_index[PODS]
+    for row, allocatable in enumerate(allocatable_maps):
+        for name, amount in allocatable.items():
+            table.allocatable[row, table.resource_index[name]] = amount
+        if PODS not in allocatable:
+            table.allocatable[row, pods_column] = DEFAULT_MAX_PODS
+    infos: dict[str, PodInfo] = {}
+    running: list[list[PodInfo]] = [[] for _ in names]
+    members: dict[str, list[PodInfo]] = {}
+    nominated: list[PodInfo] = []
+    for key, pod in objects.pods.items():
+        if pod.is_terminal:
+            continue
+        info = cache.info(pod, objects, now)
+        infos[key] = info
+        if info.group_key is not None:
+            members.setdefault(info.group_key, []).append(info)
+        if info.node_name is not None:
+            at = table.index.get(info.node_name)
+            if at is not None:
+                running[at].append(info)
+                table.requested[at] += table.usage(info.requests)
+        elif pod.status.nominated_node_name in table.index and pod.metadata.deletion_timestamp is None:
+            nominated.append(info)
+    cache.prune(objects.pods)
+    return Snapshot(
+        now=now,
+        nodes=table,
+        pods=infos,
+        running=running,
+        groups=dict(objects.pod_groups),
+        priority_classes=dict(objects.priority_classes),
+        pdbs=tuple(objects.pdbs.values()),
+        queues=dict(objects.queues),
+        config=config,
+        members=members,
+        nominated=nominated,
+    )

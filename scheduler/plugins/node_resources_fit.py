@@ -1,0 +1,41 @@
+"""NodeResourcesFit: a node fits when its free capacity covers the pod's request in every resource.
+
+Source: kube-scheduler `plugins/noderesources/fit.go`. cpu, memory, ephemeral-storage, extended
+resources and the pod count (`pods`) are all columns of one array, so the check is a single
+`(free >= request).all(axis=1)`. A resource no node offers makes the pod fit nowhere. Rejections
+are UNSCHEDULABLE: removing pods (preemption) can help.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.api.quantity import PODS
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import NodeVerdict
+from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.snapshot import BoolArray, Snapshot
+from scheduler.framework.status import Code
+
+
+class NodeResourcesFit:
+    name = "NodeResourcesFit"
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
+        table = snapshot.nodes
+        vector = table.vector(pod.requests)
+        free = table.allocatable - table.requested
+        enough = free >= vector
+        feasible: BoolArray = np.asarray(enough.all(axis=1), dtype=np.bool_)
+        if feasible.all():
+            return NodeVerdict(feasible=feasible, code=Code.UNSCHEDULABLE)
+        reasons: list[tuple[str, BoolArray]] = []
+        for column, resource in enumerate(table.resources):
+            if vector[column] > 0:
+                short = ~enough[:, column]
+                if short.any():
+                    reasons.append(("Too many pods" if resource == PODS else f"Insufficient {resource}", short))
+        missing = [r for r, amount in pod.requests.items() if amount > 0 and r not in table.resource_index]
+        for resource in missing:
+            reasons.append((f"Insufficient {resource}", ~feasible))
+        return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=Code.UNSCHEDULABLE)

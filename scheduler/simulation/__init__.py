@@ -1,0 +1,1 @@
+"""`phalanx simulate`: scenario loading, the virtual-clock driver and its reports."""

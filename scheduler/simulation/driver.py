@@ -1,0 +1,64 @@
+"""The simulation loop: run scheduler passes on the in-memory cluster, jumping the virtual clock.
+
+After each pass the clock moves to the earliest moment something can change on its own: a deleted
+pod finishing its grace period, or a parked unit's wake-up (backoff after a change, a protection
+expiring). When neither exists, nothing more can happen and the simulation ends; `until` caps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import structlog
+
+from scheduler.cluster.memory import MemoryCluster
+from scheduler.framework.runner import Actuator, PassReport, Scheduler
+from scheduler.simulation.scenario import Scenario
+
+log = structlog.get_logger(__name__)
+
+MAX_PASSES = 10_000
+"""A guard against a plugin that keeps asking to be woken without anything changing."""
+
+
+@dataclass(slots=True)
+class Simulation:
+    cluster: MemoryCluster
+    scheduler: Scheduler
+    start: datetime
+    passes: list[PassReport] = field(default_factory=list)
+    all_pending: bool = False
+
+
+def simulate(
+    scenario: Scenario,
+    now: datetime,
+    until: datetime | None = None,
+    all_pending: bool = False,
+    actuator: Callable[[MemoryCluster], Actuator] | None = None,
+    on_pass: Callable[[PassReport], None] | None = None,
+) -> Simulation:
+    """Run to quiescence (or `until`); `actuator` builds the preemption actuator for the cluster."""
+    cluster = MemoryCluster(scenario.objects, now)
+    scheduler = Scheduler(
+        cluster, scenario.config, actuator=actuator(cluster) if actuator else None, all_schedulers=all_pending
+    )
+    run = Simulation(cluster, scheduler, now, all_pending=all_pending)
+    for _ in range(MAX_PASSES):
+        report = scheduler.schedule_pending()
+        run.passes.append(report)
+        if on_pass is not None:
+            on_pass(report)
+        times = [t for t in (cluster.next_termination(), scheduler.next_wakeup()) if t is not None]
+        if not times:
+            break
+        wake = max(min(times), cluster.now())
+        if until is not None and wake > until:
+            cluster.advance(until)
+            break
+        cluster.advance(wake)
+    else:
+        log.warning("simulation stopped", reason="pass limit", passes=MAX_PASSES)
+    return run
