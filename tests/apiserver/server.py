@@ -761,6 +761,7 @@ class _Handler(BaseHTTPRequestHandler):
             rv = query.get("resourceVersion", "")
             status = status_body(410, "Expired", f"too old resource version: {rv} ({oldest})")
             self._write_event({"type": "ERROR", "object": status})
+            self._end_stream()
             return
         headers: dict[str, str] = {}
         if fault.body is not None:
@@ -890,15 +891,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, listing)
 
     def _start_stream(self) -> None:
+        """Chunked, as kube-apiserver streams a watch, so clients see each event as it is sent."""
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
 
-    def _write_event(self, event: Obj) -> None:
-        self.wfile.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _write_event(self, event: Obj) -> None:
+        self._write_chunk(json.dumps(event, separators=(",", ":")).encode() + b"\n")
 
     def _bookmark(self, rtype: ResourceType, rv: int, initial_end: bool = False) -> Obj:
         meta: Obj = {"resourceVersion": str(rv)}
@@ -939,10 +949,19 @@ class _Handler(BaseHTTPRequestHandler):
                 initial, cursor = [expired], -1
             else:
                 initial, cursor = [], int(rv_param)
-        for event in initial:
-            self._write_event(event)
-        if cursor < 0:
-            return
+        if initial:
+            self._write_chunk(b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in initial))
+        if cursor >= 0:
+            self._stream_events(rtype, namespace, query, cursor, deadline)
+        if self.generation == api._generation:
+            self._end_stream()
+
+    def _stream_events(
+        self, rtype: ResourceType, namespace: str, query: dict[str, str], cursor: int, deadline: float
+    ) -> None:
+        api = self.api
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        labels, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
         last_bookmark = time.monotonic()
         while self.generation == api._generation and not api._stopped.is_set():
             now = time.monotonic()
@@ -973,8 +992,6 @@ class _Handler(BaseHTTPRequestHandler):
                         api.lock.wait(min(0.1, max(0.0, deadline - now)))
                         continue
             if out:
-                data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in out)
-                self.wfile.write(data)
-                self.wfile.flush()
+                self._write_chunk(b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in out))
             if cursor < 0:
                 return
