@@ -1,8 +1,11 @@
 """`phalanx certs`: write a CA and the webhook's serving certificate into a directory.
 
-For installs that manage certificates outside the cluster (the chart's `helm` mode takes its
-files from here, and so can a local webhook run). The files use the names a
-`kubernetes.io/tls` Secret uses, so `kubectl create secret generic --from-file=DIR` works as is.
+For webhooks run outside the chart's self-managed mode (a local run, or a Secret made by hand).
+The files use the names a `kubernetes.io/tls` Secret uses, so
+`kubectl create secret generic NAME --from-file=DIR` works as is.
+
+`phalanx certs --uninstall` is the chart's pre-delete hook: it removes the webhook
+configurations and the certificate Secret (see `certs.registration`).
 """
 
 from __future__ import annotations
@@ -34,10 +37,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default %(default)s)")
     parser.add_argument("--days", type=int, default=365, help="serving certificate lifetime in days")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
+    uninstall = parser.add_argument_group("uninstall (the chart's pre-delete hook)")
+    uninstall.add_argument(
+        "--uninstall",
+        action="store_true",
+        help="delete the webhook configurations and the certificate Secret instead of writing files",
+    )
+    uninstall.add_argument("--secret", default="phalanx-webhook-tls", help="certificate Secret in --namespace")
+    uninstall.add_argument("--mutating-webhook-configuration", default="phalanx-mutating")
+    uninstall.add_argument("--validating-webhook-configuration", default="phalanx-validating")
+    uninstall.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.uninstall:
+        return _uninstall(args)
     out_dir: Path = args.out_dir
     targets = {name: out_dir / name for name in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
     existing = [str(p) for p in targets.values() if p.exists()]
@@ -73,3 +88,24 @@ def _write(path: Path, data: bytes, *, private: bool) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.chmod(path, mode)
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from kubernetes import client, config
+
+    from certs.registration import remove_registration
+
+    if args.kubeconfig:
+        api_client = config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
+    else:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api_client = client.ApiClient()
+    removed = remove_registration(
+        api_client,
+        namespace=args.namespace,
+        secret_name=args.secret,
+        mutating_webhook_configuration=args.mutating_webhook_configuration,
+        validating_webhook_configuration=args.validating_webhook_configuration,
+    )
+    print(f"removed {', '.join(removed)}" if removed else "nothing to remove")
+    return 0
