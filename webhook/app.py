@@ -15,7 +15,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook import metrics
-from webhook.review import MAX_BODY_BYTES, Endpoint, handle
+from webhook.review import MAX_BODY_BYTES, Endpoint, handle, too_large
 from webhook.rules.lookups import Lookups
 from webhook.rules.pod import DEFAULT_SETTINGS, PodSettings
 
@@ -26,11 +26,19 @@ def _json(body: object, status: int) -> Response:
     return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json")
 
 
-def _read_body() -> bytes:
-    """At most one byte over the limit, so an oversized review is refused without reading it all."""
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        return b"\0" * (MAX_BODY_BYTES + 1)
-    return request.stream.read(MAX_BODY_BYTES + 1)
+DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+def _read_body() -> bytes | int:
+    """The body, or the size of one over the limit: drained unread so the client still gets its 400."""
+    declared = request.content_length
+    if declared is not None and declared > MAX_BODY_BYTES:
+        if declared <= DRAIN_LIMIT_BYTES:
+            while request.stream.read(64 * 1024):
+                pass
+        return declared
+    body = request.stream.read(MAX_BODY_BYTES + 1)
+    return body if len(body) <= MAX_BODY_BYTES else len(body)
 
 
 def create_app(
@@ -41,7 +49,8 @@ def create_app(
 
     def review(endpoint: Endpoint) -> Response:
         started = time.perf_counter()
-        reply = handle(endpoint, _read_body(), lookups, settings)
+        body = _read_body()
+        reply = too_large(body) if isinstance(body, int) else handle(endpoint, body, lookups, settings)
         metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
         metrics.REQUESTS.labels(endpoint, reply.kind, reply.operation, reply.outcome).inc()
         return _json(reply.body, reply.status)

@@ -58,10 +58,14 @@ def _status(code: int, reason: str, message: str, causes: list[dict[str, str]] |
     return status
 
 
+def too_large(size: int) -> Reply:
+    """The answer to a body over the limit, which is never parsed (so no uid can be echoed)."""
+    message = f"request body is {size} bytes: must be at most {MAX_BODY_BYTES} bytes (7 MiB)"
+    return Reply(400, _review({"uid": "", "allowed": False, "status": _status(400, "BadRequest", message)}))
+
+
 def _parse(body: bytes) -> dict[str, Any]:
-    """The review's request, or `BadRequest` saying what is wrong with them."""
-    if len(body) > MAX_BODY_BYTES:
-        raise BadRequest(f"request body is {len(body)} bytes: must be at most {MAX_BODY_BYTES} bytes (7 MiB)")
+    """The review's request, or `BadRequest` saying what is wrong with it."""
     try:
         review = json.loads(body)
     except (ValueError, RecursionError) as err:
@@ -119,11 +123,13 @@ def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, setti
 
 def handle(endpoint: Endpoint, body: bytes, lookups: Lookups, settings: PodSettings) -> Reply:
     """Answer one AdmissionReview; never raises, whatever the body holds."""
+    if len(body) > MAX_BODY_BYTES:
+        return too_large(len(body))
     try:
         request = _parse(body)
     except BadRequest as err:
         try:
-            uid = _uid_of(json.loads(body)) if len(body) <= MAX_BODY_BYTES else ""
+            uid = _uid_of(json.loads(body))
         except (ValueError, RecursionError):
             uid = ""
         response = {"uid": uid, "allowed": False, "status": _status(400, "BadRequest", str(err))}

@@ -1,0 +1,152 @@
+"""The HTTP contract over real HTTPS: malformed reviews, health, readiness, metrics, TLS version, reload."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import ssl
+import time
+import warnings
+from http.client import HTTPSConnection
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from certs.authority import generate_ca, issue_serving_certificate
+from tests.webhook.harness import Webhook, fixture
+
+REVIEW = fixture("admission/pod-create-mutating.json")
+UID = REVIEW["request"]["uid"]
+
+
+def _without_request() -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode()
+
+
+BAD_REQUESTS = [
+    pytest.param(b"{not json", "request body is not valid JSON", "", id="non-JSON body"),
+    pytest.param(b"[1, 2]", "request body must be a JSON object", "", id="JSON that is not an object"),
+    pytest.param(
+        json.dumps({**REVIEW, "apiVersion": "admission.k8s.io/v1beta1"}).encode(),
+        'apiVersion: Unsupported value: "admission.k8s.io/v1beta1": must be admission.k8s.io/v1',
+        UID,
+        id="wrong apiVersion, uid still echoed",
+    ),
+    pytest.param(
+        json.dumps({**REVIEW, "kind": "Pod"}).encode(),
+        'kind: Unsupported value: "Pod": must be AdmissionReview',
+        UID,
+        id="wrong kind",
+    ),
+    pytest.param(_without_request(), "request: Required value", "", id="missing request"),
+    pytest.param(b" " * (7 * 1024 * 1024 + 1), "must be at most 7340032 bytes (7 MiB)", "", id="body over 7 MiB"),
+]
+
+
+@pytest.mark.parametrize(("body", "want_message", "want_uid"), BAD_REQUESTS)
+@pytest.mark.parametrize("endpoint", ["mutate", "validate"])
+def test_malformed_review_is_a_400_with_a_clear_message(
+    webhook: Webhook, endpoint: str, body: bytes, want_message: str, want_uid: str
+) -> None:
+    status, raw, content_type = webhook.request("POST", f"/{endpoint}", body)
+    response = json.loads(raw)["response"]
+    assert (status, content_type, response["uid"], response["allowed"]) == (400, "application/json", want_uid, False)
+    assert want_message in response["status"]["message"]
+
+
+def test_unknown_kind_is_allowed_untouched(webhook: Webhook) -> None:
+    review = fixture("admission/pod-create-mutating.json")
+    review["request"]["kind"] = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    for endpoint in ("mutate", "validate"):
+        status, body = webhook.post(endpoint, review)
+        assert (status, body["response"]) == (200, {"uid": UID, "allowed": True})
+
+
+def test_wrong_method_and_path_get_json_not_an_html_page(webhook: Webhook) -> None:
+    for method, path, want in (("GET", "/mutate", 405), ("POST", "/nowhere", 404)):
+        status, body, content_type = webhook.request(method, path, b"{}" if method == "POST" else None)
+        assert (status, content_type) == (want, "application/json")
+        assert "<html" not in body.decode().lower()
+
+
+def test_health_and_readiness(webhook: Webhook) -> None:
+    assert webhook.request("GET", "/healthz")[0] == 200
+    assert webhook.request("GET", "/readyz")[0] == 200
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
+        if match and ",".join(sorted(match.group(1).split(","))) == wanted:
+            return float(match.group(2))
+    return 0.0
+
+
+def test_metrics_count_requests_across_workers(webhook: Webhook) -> None:
+    def scrape() -> str:
+        return webhook.request("GET", "/metrics")[1].decode()
+
+    labels = {"endpoint": "validate", "kind": "Pod", "operation": "UPDATE", "outcome": "denied"}
+    before = scrape()
+    denied = fixture("admission/pod-update-add-gate-422-mutating.json")
+    for _ in range(3):
+        webhook._conn = None  # a new connection each time, so several workers answer
+        webhook.post("validate", denied)
+    after = scrape()
+    assert (
+        _metric(after, "phalanx_webhook_requests_total", **labels)
+        - _metric(before, "phalanx_webhook_requests_total", **labels)
+        == 3
+    )
+    count = _metric(after, "phalanx_webhook_request_duration_seconds_count", endpoint="validate")
+    assert count >= 3
+    assert "# TYPE phalanx_webhook_request_duration_seconds histogram" in after
+
+
+def test_tls_below_1_2_is_refused(webhook: Webhook) -> None:
+    context = webhook.context()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        context.maximum_version = ssl.TLSVersion.TLSv1_1
+    with contextlib.suppress(ssl.SSLError):
+        context.set_ciphers("ALL:@SECLEVEL=0")
+    conn = HTTPSConnection("127.0.0.1", webhook.port, context=context, timeout=5)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        conn.request("GET", "/healthz")
+    conn.close()
+
+
+def _served_serial(webhook: Webhook, ca_file: Path) -> int:
+    context = ssl.create_default_context(cafile=str(ca_file))
+    conn = HTTPSConnection("127.0.0.1", webhook.port, context=context, timeout=5)
+    try:
+        conn.request("GET", "/healthz")
+        conn.getresponse().read()
+        der = conn.sock.getpeercert(binary_form=True)  # type: ignore[union-attr]
+    finally:
+        conn.close()
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_new_certificate_files_are_served_without_restart(webhook: Webhook, tmp_path: Path) -> None:
+    ca = generate_ca("rotated-ca")
+    serving = issue_serving_certificate(ca, "phalanx-webhook", "phalanx-system", extra_sans=("127.0.0.1",))
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(ca.cert_pem)
+    staging = tmp_path / "tls.crt", tmp_path / "tls.key"
+    staging[0].write_bytes(serving.cert_pem)
+    staging[1].write_bytes(serving.key_pem)
+    staging[1].replace(webhook.key_file)
+    staging[0].replace(webhook.cert_file)
+    want = serving.certificate.serial_number
+    deadline = time.monotonic() + 10
+    while _served_serial(webhook, ca_file) != want:
+        assert time.monotonic() < deadline, "the new certificate was not served"
+        time.sleep(0.1)
+    webhook.ca_file.write_bytes(ca.cert_pem)
+    webhook._conn = None
+    assert webhook.post("validate", REVIEW)[0] == 200
