@@ -15,7 +15,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
-from scheduler.plugins.min_runtime.resolver import protection
+from scheduler.plugins.min_runtime.resolver import Resolver
 
 NAME = "ElasticMinRuntime"
 
@@ -43,6 +43,7 @@ class ElasticMinRuntime:
         for victim in victims:
             if victim.group is not None and victim.group.disruption_mode == "Pod":
                 taken.setdefault(victim.group.key, set()).update(info.key for info in victim.pods)
+        resolver = Resolver(snapshot.queues, snapshot.config.min_runtime)
         reasons: list[str] = []
         until: datetime | None = None
         for key in sorted(taken):
@@ -53,7 +54,7 @@ class ElasticMinRuntime:
             left = sum(1 for info in running if info.key not in taken[key])
             if left >= group.min_count:
                 continue
-            found = protection(preemptor, group, running, snapshot)
+            found = resolver.protection(preemptor, group, running, snapshot.now)
             if found is None:
                 continue
             reasons.append(

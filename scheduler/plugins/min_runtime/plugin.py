@@ -14,7 +14,7 @@ from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
 from scheduler.plugins.min_runtime.elastic import is_elastic
-from scheduler.plugins.min_runtime.resolver import ancestry, duration_error, protection, unit_queue
+from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error, unit_queue
 from scheduler.plugins.preemption_toleration import ProtectionWarning
 
 NAME = "MinRuntime"
@@ -25,11 +25,16 @@ class MinRuntime:
 
     name = NAME
 
+    def __init__(self) -> None:
+        self._resolver: Resolver | None = None
+        """Memo of the last snapshot's queue walks; rebuilt whenever the queues or defaults change."""
+
     def filter_victim(self, preemptor: SchedulingUnit, victim: VictimUnit, snapshot: Snapshot) -> Status:
+        self._resolver = resolver = Resolver.of(snapshot, self._resolver)
         group = victim.group
         if group is not None and not victim.is_group and is_elastic(group, snapshot):
             return SUCCESS
-        found = protection(preemptor, group, victim.pods, snapshot)
+        found = resolver.protection(preemptor, group, victim.pods, snapshot.now)
         if found is None:
             return SUCCESS
         return unschedulable(found.message(victim.key, snapshot.now), until=found.until)

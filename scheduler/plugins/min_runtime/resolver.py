@@ -126,7 +126,7 @@ def resolve(
 def started_at(group: PodGroup | None, pods: Sequence[PodInfo]) -> datetime | None:
     """A group's `last-start-timestamp` annotation, a lone pod's scheduled time; None = never started."""
     if group is None:
-        return pods[0].pod.scheduled_time() if pods else None
+        return pods[0].scheduled_at if pods else None
     raw = group.metadata.annotations.get(LAST_START_ANNOTATION)
     if raw is None:
         return None
@@ -138,20 +138,46 @@ def started_at(group: PodGroup | None, pods: Sequence[PodInfo]) -> datetime | No
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def protection(
-    preemptor: SchedulingUnit, group: PodGroup | None, pods: Sequence[PodInfo], snapshot: Snapshot
-) -> Protection | None:
-    """The victim unit's min-runtime protection against the preemptor now, or None when it has none."""
-    start = started_at(group, pods)
-    if start is None:
-        return None
-    resolution = resolve(
-        unit_queue(preemptor.group, preemptor.members),
-        unit_queue(group, pods),
-        snapshot.queues,
-        snapshot.config.min_runtime,
-    )
-    until = start + resolution.duration
-    if snapshot.now >= until:
-        return None
-    return Protection(resolution, until)
+class Resolver:
+    """`resolve` memoised for one snapshot's queues and defaults, which a search asks about per victim.
+
+    Preemption filters every running unit (tens of thousands): most share a handful of queue pairs,
+    and most have run longer than any configured min-runtime, which `longest` settles without a walk.
+    """
+
+    __slots__ = ("_memo", "defaults", "longest", "queues")
+
+    def __init__(self, queues: dict[str, Queue], defaults: MinRuntimeDefaults) -> None:
+        self.queues = queues
+        self.defaults = defaults
+        self._memo: dict[tuple[str | None, str | None], Resolution] = {}
+        values = [defaults.preempt, defaults.reclaim]
+        for queue in queues.values():
+            values.extend(v for v in (queue.spec.preempt_min_runtime, queue.spec.reclaim_min_runtime) if v is not None)
+        self.longest = max(min_runtime(v) for v in values)
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, previous: Resolver | None) -> Resolver:
+        """`previous` when it was built from this snapshot's very queues and defaults, else a new one."""
+        defaults = snapshot.config.min_runtime
+        if previous is not None and previous.queues is snapshot.queues and previous.defaults is defaults:
+            return previous
+        return cls(snapshot.queues, defaults)
+
+    def resolve(self, preemptor_queue: str | None, victim_queue: str | None) -> Resolution:
+        key = (preemptor_queue, victim_queue)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = resolve(preemptor_queue, victim_queue, self.queues, self.defaults)
+        return found
+
+    def protection(
+        self, preemptor: SchedulingUnit, group: PodGroup | None, pods: Sequence[PodInfo], now: datetime
+    ) -> Protection | None:
+        """The victim unit's min-runtime protection against the preemptor at `now`, or None."""
+        start = started_at(group, pods)
+        if start is None or now >= start + self.longest:
+            return None
+        resolution = self.resolve(unit_queue(preemptor.group, preemptor.members), unit_queue(group, pods))
+        until = start + resolution.duration
+        return Protection(resolution, until) if now < until else None

@@ -222,3 +222,15 @@ def test_warnings_name_queue_field_and_rule() -> None:
         ("lost", "QueueNotFound", "spec.parentQueue: Not found: 'nowhere'; the walk stops at lost"),
         ("v", "QueueNotFound", "queue ghost not found: team-a/v gets the node-pool min-runtime defaults"),
     ]
+
+
+def test_one_plugin_follows_queue_changes_between_snapshots() -> None:
+    """The plugin outlives snapshots: a changed queue must change the answer (its memo is per snapshot)."""
+    plugin = MinRuntime()
+    answers = []
+    for value in ("10m", "1m"):
+        snapshot = snapshot_of(
+            make_queue("a").reclaim_min_runtime(value).obj(), lone("v", "a", NOW - 5 * MINUTE), incoming("b")
+        )
+        answers.append(plugin.filter_victim(preemptor(snapshot, "team-a/p"), victim(snapshot, "team-a/v"), snapshot))
+    assert [a.code for a in answers] == [Code.UNSCHEDULABLE, Code.SUCCESS]
