@@ -20,6 +20,7 @@ from rich.status import Status
 from scheduler.api.duration import DurationError, parse_duration
 from scheduler.api.manifest import ManifestError
 from scheduler.framework.runner import PassReport
+from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
 from scheduler.simulation.report import build_report, render_text
 from scheduler.simulation.scenario import load_scenario
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             now,
             until=now + horizon if horizon is not None else None,
             all_pending=args.all_pending,
+            actuator=PreemptionActuator,
             on_pass=on_pass,
         )
     finally:

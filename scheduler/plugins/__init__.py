@@ -8,13 +8,16 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework.interfaces import FilterPlugin
 from scheduler.framework.profile import Profile
 from scheduler.plugins.gang_readiness import GangReadiness
+from scheduler.plugins.min_runtime import ElasticMinRuntime, MinRuntime
 from scheduler.plugins.node_affinity import NodeAffinity
 from scheduler.plugins.node_name import NodeName
 from scheduler.plugins.node_resources_allocated import NodeResourcesAllocated
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.preemption_toleration import PreemptionToleration
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.plugins.taint_toleration import TaintToleration
+from scheduler.plugins.workload_preemption import WorkloadPreemption
 
 
 def static_filters() -> Sequence[FilterPlugin]:
@@ -23,9 +26,15 @@ def static_filters() -> Sequence[FilterPlugin]:
 
 
 def default_profile(config: SchedulerConfiguration) -> Profile:
+    statics = static_filters()
+    victim_filters = (PreemptionToleration(), MinRuntime())
+    validators = (ElasticMinRuntime(),)
     return Profile(
         pre_enqueue=(GangReadiness(), SchedulingGates()),
-        static_filters=static_filters(),
+        static_filters=statics,
         filters=(NodeResourcesFit(),),
         scores=(NodeResourcesAllocated(config.scoring_strategy),),
+        post_filters=(WorkloadPreemption(victim_filters, validators, statics),),
+        victim_filters=victim_filters,
+        scenario_validators=validators,
     )

@@ -1,0 +1,118 @@
+"""WorkloadPreemption (PostFilter): when a pod or a pod group does not fit, find what to preempt.
+
+KEP-5710 "Workload-aware preemption" and its delayed preemption: the victim search
+(`scheduler.preemption.search`) runs on the snapshot, and a proposal (nominations + victims) is
+returned for the actuator only when a full placement exists. A preemptor whose nominations from an
+earlier decision still hold waits for its victims to terminate instead of preempting again
+(kube-scheduler's `podEligibleToPreemptOthers`); a nomination that no longer fits is cleared and the
+search starts over on the current state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import FilterPlugin, PostFilterResult, ScenarioValidator, VictimFilter
+from scheduler.framework.pod_info import SchedulingUnit
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import Code, Status, unschedulable
+from scheduler.preemption.candidates import build_candidates, is_terminating
+from scheduler.preemption.decision import Outcome
+from scheduler.preemption.search import search
+
+log = structlog.get_logger(__name__)
+
+NAME = "WorkloadPreemption"
+
+CLEAR = ""
+"""A nomination to this node name means: clear the member's stale `nominatedNodeName`."""
+
+
+class WorkloadPreemption:
+    name = NAME
+
+    def __init__(
+        self,
+        victim_filters: Sequence[VictimFilter] = (),
+        validators: Sequence[ScenarioValidator] = (),
+        static_filters: Sequence[FilterPlugin] | None = None,
+    ) -> None:
+        self.victim_filters = tuple(victim_filters)
+        self.validators = tuple(validators)
+        self.static_filters = static_filters
+
+    def post_filter(
+        self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
+    ) -> PostFilterResult:
+        min_count = self._still_needed(unit, snapshot)
+        waiting = self._waiting_for_victims(unit, snapshot, min_count)
+        if waiting is not None:
+            return PostFilterResult(status=unschedulable(waiting), nominations={})
+        candidates = build_candidates(
+            unit, snapshot, state, self.victim_filters, self.validators, self.static_filters, min_count
+        )
+        decision = search(candidates.search_input)
+        stale = {
+            m.key: CLEAR for m in unit.members if m.pod.status.nominated_node_name and m.key not in decision.nominations
+        }
+        if decision.outcome != Outcome.PREEMPT:
+            log.info("preemption cannot help", preemptor=unit.key, reason=decision.message)
+            return PostFilterResult(
+                status=unschedulable(decision.message, until=decision.until), nominations=stale, explanation=decision
+            )
+        by_key = {v.key: v for v in candidates.units}
+        victims = tuple(by_key[v.key] for v in decision.victims)
+        log.info(
+            "preemption decided",
+            preemptor=unit.key,
+            victims=len(victims),
+            nominated=len(decision.nominations),
+            pdb_violations=decision.pdb_violations,
+        )
+        return PostFilterResult(
+            status=Status(Code.UNSCHEDULABLE, (decision.message,), until=decision.until),
+            nominations={**stale, **decision.nominations},
+            victims=victims,
+            explanation=decision,
+        )
+
+    @staticmethod
+    def _still_needed(unit: SchedulingUnit, snapshot: Snapshot) -> int:
+        """Members the unit still needs placed: a gang counts the members already bound."""
+        if unit.group is None:
+            return 1
+        bound = sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)
+        return max(1, unit.min_count - bound)
+
+    @staticmethod
+    def _waiting_for_victims(unit: SchedulingUnit, snapshot: Snapshot, min_count: int) -> str | None:
+        """Why the unit should wait rather than preempt again, or None.
+
+        It waits when at least `min_count` members hold nominations that fit once the pods already
+        terminating on those nodes are gone, and something is still terminating there.
+        """
+        table = snapshot.nodes
+        nominated = [
+            (m, table.index[m.pod.status.nominated_node_name])
+            for m in unit.members
+            if m.pod.status.nominated_node_name in table.index
+        ]
+        if len(nominated) < min_count or not nominated:
+            return None
+        rows = sorted({row for _, row in nominated})
+        free = table.free()
+        room = {row: free[row].copy() for row in rows}
+        terminating = 0
+        for row in rows:
+            for info in snapshot.running[row]:
+                if is_terminating(info):
+                    room[row] += table.usage(info.requests)
+                    terminating += 1
+        for member, row in nominated:
+            room[row] -= table.vector(member.requests)
+        if terminating == 0 or any((r < 0).any() for r in room.values()):
+            return None
+        return f"waiting for {terminating} preempted pod(s) to terminate on the nominated node(s)"

@@ -1,0 +1,72 @@
+"""The actuator: the only code that acts on the cluster for preemption (KEP-5710, delayed preemption).
+
+Order matters and follows upstream's executor: nominate the preemptor's members first (so the room
+is held against lower-priority pods), then mark each victim pod with a `DisruptionTarget` condition
+(`PreemptionByScheduler`), record a `Preempted` event naming the preemptor, and delete it with its
+grace period; a preempted PodGroup gets the `DisruptionTarget` condition too. The members bind on a
+later cycle, once the victims are gone. Every step is idempotent (a pod already being deleted is
+skipped, an unchanged nomination is not rewritten), so a restarted scheduler can replay a decision.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from scheduler.api.meta import Condition
+from scheduler.framework.cluster import Cluster
+from scheduler.framework.interfaces import PostFilterResult
+from scheduler.framework.pod_info import SchedulingUnit
+from scheduler.framework.snapshot import Snapshot
+
+log = structlog.get_logger(__name__)
+
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON = "PreemptionByScheduler"
+
+
+def message_for(unit: SchedulingUnit) -> str:
+    kind = "podgroup" if unit.is_group else "pod"
+    return f"phalanx-scheduler: preempting to accommodate a higher priority {kind}"
+
+
+class PreemptionActuator:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None:
+        """Nominate, then mark and delete every victim; an empty node name clears a stale nomination."""
+        for member in unit.members:
+            if member.key not in result.nominations:
+                continue
+            node = result.nominations[member.key] or None
+            if member.pod.status.nominated_node_name != node:
+                self.cluster.set_nominated_node(member.pod, node)
+                log.info("member nominated", pod=member.key, node=node, preemptor=unit.key)
+        if not result.victims:
+            return
+        now = self.cluster.now()
+        message = message_for(unit)
+        condition = Condition(
+            type=DISRUPTION_TARGET, status="True", reason=REASON, message=message, last_transition_time=now
+        )
+        preemptor = unit.group if unit.group is not None else unit.members[0].pod
+        kind = "PodGroup" if unit.is_group else "Pod"
+        for victim in result.victims:
+            for info in victim.pods:
+                if info.pod.metadata.deletion_timestamp is not None:
+                    continue
+                self.cluster.set_pod_condition(info.pod, condition)
+                note = f"Preempted by {kind} {unit.key} on node {info.node_name}"
+                self.cluster.record_event(info.pod, "Normal", "Preempted", note, related=preemptor)
+                self.cluster.delete_pod(info.pod, None)
+                log.info(
+                    "victim preempted",
+                    victim=info.key,
+                    preemptor=unit.key,
+                    node=info.node_name,
+                    priority=victim.priority,
+                )
+            if victim.is_group and victim.group is not None:
+                marked = any(c.type == DISRUPTION_TARGET and c.status == "True" for c in victim.group.status.conditions)
+                if not marked:
+                    self.cluster.set_pod_group_condition(victim.group, condition)
