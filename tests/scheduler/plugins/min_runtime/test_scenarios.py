@@ -1,0 +1,87 @@
+"""Protections end to end through `phalanx simulate -o json`: who waits, why, and when the clock lets them in."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phalanx.cli import main
+from tests.builders import make_node, make_pod, make_priority_class, yaml_documents
+from tests.scheduler.plugins.min_runtime.units import scheduled
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+NOW = "2026-11-22T12:30:00Z"
+NOW_DT = datetime(2026, 11, 22, 12, 30, tzinfo=UTC)
+TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io/"
+
+
+def simulate(capsys: pytest.CaptureFixture[str], path: Path, until: str) -> dict[str, Any]:
+    assert main(["simulate", str(path), "--now", NOW, "--until", until, "-o", "json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return report
+
+
+def bound(report: dict[str, Any]) -> dict[str, str]:
+    return {b["pod"]: b["time"] for b in report["bindings"]}
+
+
+def preempted(report: dict[str, Any]) -> dict[str, str]:
+    return {p["victim"]: p["time"] for p in report["preemptions"]}
+
+
+def pending(report: dict[str, Any]) -> dict[str, str]:
+    return {p["pod"]: p["message"] for p in report["pending"]}
+
+
+def test_min_runtime_makes_the_gang_wait_until_the_protection_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    report = simulate(capsys, EXAMPLES / "protection-min-runtime.yaml", "15m")
+    assert preempted(report) == {
+        "research-vision/finetune-0": "2026-11-22T12:35:00Z",
+        "research-vision/finetune-1": "2026-11-22T12:35:00Z",
+    }
+    times = bound(report)
+    assert set(times) == {"prod/train-0", "prod/train-1"}
+    assert all(t >= "2026-11-22T12:35:00Z" for t in times.values())
+
+
+def test_elastic_victim_gives_up_only_members_above_min_count(capsys: pytest.CaptureFixture[str]) -> None:
+    report = simulate(capsys, EXAMPLES / "protection-elastic.yaml", "10m")
+    victims = preempted(report)
+    assert len(victims) == 2
+    assert all(v.startswith("inference/llm-serve-") for v in victims)
+    assert set(bound(report)) == {"ml/train-0", "ml/train-1"}
+    still_running = [p for node in report["nodes"].values() for p in node["pods"] if p.startswith("inference/")]
+    assert len(still_running) == 2
+
+
+def test_toleration_holds_the_preemptor_until_the_window_is_over(capsys: pytest.CaptureFixture[str]) -> None:
+    report = simulate(capsys, EXAMPLES / "protection-toleration.yaml", "30m")
+    assert preempted(report) == {"physics/sim-42": "2026-11-22T12:40:01Z"}
+    assert set(bound(report)) == {"batch/etl"}
+
+
+def test_preemptor_at_minimum_preemptable_priority_preempts_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = tmp_path / "critical.yaml"
+    scenario.write_text(
+        yaml_documents(
+            [
+                make_priority_class("no-checkpoint", 1000)
+                .annotate(TOLERATION + "minimum-preemptable-priority", "10000")
+                .annotate(TOLERATION + "toleration-seconds", "-1")
+                .obj(),
+                make_priority_class("critical", 10000).obj(),
+                make_node("n1").cap(cpu="4").obj(),
+                scheduled(make_pod("sim").ns("physics").req(cpu="4").priority_class("no-checkpoint"), NOW_DT).obj(),
+                make_pod("urgent").ns("ops").req(cpu="4").priority_class("critical").obj(),
+            ]
+        )
+    )
+    report = simulate(capsys, scenario, "10m")
+    assert preempted(report) == {"physics/sim": NOW}
+    assert set(bound(report)) == {"ops/urgent"}
