@@ -1,0 +1,98 @@
+{{/*
+The API calls each component makes, one values-free list per component, so that a test can compare them
+with the calls found in the code. Names are passed in (they depend on the release), never read from values.
+*/}}
+
+{{- define "phalanx.scheduler.clusterRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, patch, delete]
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.phalanx.dev]
+  resources: [podgroups, workloads, queues]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.phalanx.dev]
+  resources: [podgroups, podgroups/status]
+  verbs: [patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{/* Call with (dict "lease" <name>). `create` cannot be limited by name in RBAC. */}}
+{{- define "phalanx.scheduler.namespacedRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ .lease }}]
+  verbs: [get, update]
+{{- end }}
+
+{{/* What admission looks up. */}}
+{{- define "phalanx.webhook.clusterRules" -}}
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.phalanx.dev]
+  resources: [workloads, queues]
+  verbs: [get, list, watch]
+{{- end }}
+
+{{/* self-managed certificates: caBundle injection. Call with (dict "mutating" <name> "validating" <name>). */}}
+{{- define "phalanx.webhook.certificateClusterRules" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ .mutating }}]
+  verbs: [get, update, patch]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ .validating }}]
+  verbs: [get, update, patch]
+{{- end }}
+
+{{/* self-managed certificates: the Secret. Call with (dict "secret" <name>). */}}
+{{- define "phalanx.webhook.certificateNamespacedRules" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ .secret }}]
+  verbs: [get, update]
+{{- end }}
+
+{{/* The pre-delete hook: call with (dict "mutating" <name> "validating" <name>). */}}
+{{- define "phalanx.cleanup.clusterRules" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ .mutating }}]
+  verbs: [delete]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ .validating }}]
+  verbs: [delete]
+{{- end }}
+
+{{/* Call with (dict "secret" <name>). */}}
+{{- define "phalanx.cleanup.namespacedRules" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ .secret }}]
+  verbs: [delete]
+{{- end }}
