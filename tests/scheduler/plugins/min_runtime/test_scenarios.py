@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from phalanx.cli import main
 from tests.builders import make_node, make_pod, make_priority_class, yaml_documents
@@ -20,7 +21,11 @@ TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io/"
 
 
 def simulate(capsys: pytest.CaptureFixture[str], path: Path, until: str) -> dict[str, Any]:
-    assert main(["simulate", str(path), "--now", NOW, "--until", until, "-o", "json"]) == 0
+    """Run the CLI; then undo its process-wide structlog setup, which points at this test's captured stderr."""
+    try:
+        assert main(["simulate", str(path), "--now", NOW, "--until", until, "-o", "json"]) == 0
+    finally:
+        structlog.reset_defaults()
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     return report
 
