@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-import numpy as np
 import structlog
 
 from scheduler.api.config import SchedulerConfiguration
@@ -24,8 +23,9 @@ from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
 from scheduler.framework.cluster import AlreadyBound, Cluster
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.feasibility import combine, describe, static_mask
+from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
+from scheduler.framework.placement import PlacementMemo
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
 from scheduler.framework.queue import SchedulingQueue
@@ -108,9 +108,10 @@ class Scheduler:
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
         units = self._units(snapshot, report)
         placed: set[str] = set()
+        memo = PlacementMemo(snapshot, self.profile)
         for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
             report.units_tried += 1
-            self._schedule_unit(unit, snapshot, report, placed)
+            self._schedule_unit(unit, memo, report, placed)
         self.queue.settle(fingerprint(snapshot, placed))
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
         return report
@@ -167,7 +168,8 @@ class Scheduler:
                 return status.with_plugin(plugin.name)
         return Status()
 
-    def _schedule_unit(self, unit: SchedulingUnit, snapshot: Snapshot, report: PassReport, placed: set[str]) -> None:
+    def _schedule_unit(self, unit: SchedulingUnit, memo: PlacementMemo, report: PassReport, placed: set[str]) -> None:
+        snapshot = memo.snapshot
         state = CycleState()
         held = [p for p in snapshot.nominated if p.key not in placed and p.priority >= unit.priority]
         held = [p for p in held if p.group_key is None or p.group_key != unit.key]
@@ -175,15 +177,18 @@ class Scheduler:
         rows = [snapshot.nodes.index[p.pod.status.nominated_node_name or ""] for p in held]
         for pod, row in zip(held, rows, strict=True):
             snapshot.nodes.requested[row] += snapshot.nodes.usage(pod.requests)
+            memo.changed(row)
         try:
-            trial, failures = self._place(unit, snapshot, state)
+            trial, failures = self._place(unit, memo, state)
         finally:
             for pod, row in zip(held, rows, strict=True):
                 snapshot.nodes.requested[row] -= snapshot.nodes.usage(pod.requests)
+                memo.changed(row)
         already = self._bound_members(unit, snapshot) if unit.group is not None else 0
         if unit.group is not None and unit.group.is_gang and len(trial) + already < unit.min_count:
             for pod, row in trial:
                 snapshot.forget(pod, row)
+                memo.changed(row)
             gang = unschedulable(
                 f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
             )
@@ -201,36 +206,32 @@ class Scheduler:
         return sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)
 
     def _place(
-        self, unit: SchedulingUnit, snapshot: Snapshot, state: CycleState
+        self, unit: SchedulingUnit, memo: PlacementMemo, state: CycleState
     ) -> tuple[list[tuple[PodInfo, int]], dict[str, tuple[Status, NodeVerdict | None]]]:
         """Place members one by one on the snapshot (assume); the caller binds or rolls back."""
+        snapshot = memo.snapshot
         trial: list[tuple[PodInfo, int]] = []
         failures: dict[str, tuple[Status, NodeVerdict | None]] = {}
         count = len(snapshot.nodes.names)
         for member in unit.members:
-            static = static_mask(member, snapshot, state, self.profile.static_filters)
-            verdicts = [static, *(f.filter(state, member, snapshot) for f in self.profile.filters)]
-            verdict = combine(verdicts, count)
-            row = self._choose(member, snapshot, state, verdict)
+            row = self._nominated_row(member, memo, state)
             if row is None:
+                row = memo.best(member, state)
+            if row is None:
+                verdict = memo.verdict(member, state)
                 failures[member.key] = (Status(verdict.code, (describe(verdict, count),)), verdict)
                 continue
             snapshot.assume(member, row)
+            memo.changed(row)
             trial.append((member, row))
         return trial, failures
 
-    def _choose(self, pod: PodInfo, snapshot: Snapshot, state: CycleState, verdict: NodeVerdict) -> int | None:
-        feasible = verdict.feasible
-        if not feasible.any():
+    def _nominated_row(self, pod: PodInfo, memo: PlacementMemo, state: CycleState) -> int | None:
+        """A nominated pod goes back to its nominated node when it fits there (kube-scheduler does too)."""
+        row = memo.snapshot.nodes.index.get(pod.pod.status.nominated_node_name or "")
+        if row is None:
             return None
-        nominated = snapshot.nodes.index.get(pod.pod.status.nominated_node_name or "")
-        if nominated is not None and feasible[nominated]:
-            return nominated
-        total = np.zeros(len(feasible), dtype=np.float64)
-        for plugin in self.profile.scores:
-            total += plugin.weight * np.asarray(plugin.score(state, pod, snapshot, feasible), dtype=np.float64)
-        total[~feasible] = -np.inf
-        return int(np.argmax(total))
+        return row if memo.verdict(pod, state).feasible[row] else None
 
     def _bind(self, pod: PodInfo, row: int, snapshot: Snapshot, report: PassReport, placed: set[str]) -> None:
         node = snapshot.nodes.names[row]

@@ -7,7 +7,7 @@ gang placement or a preemption trial never rebuilds the snapshot (DESIGN.md, Per
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -83,11 +83,23 @@ class Snapshot:
     static_masks: dict[object, object] = field(default_factory=dict)
     """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
 
-    def assume(self, pod: PodInfo, node: int) -> None:
-        """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`)."""
+    def assume(self, pod: PodInfo, node: int) -> PodInfo:
+        """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`).
+
+        Returns the placed PodInfo (`node_name` and `scheduled_at` set), which `running` and `pods` now hold.
+        """
+        placed = replace(pod, node_name=self.nodes.names[node], scheduled_at=self.now)
         self.nodes.requested[node] += self.nodes.usage(pod.requests)
-        self.running[node].append(pod)
+        self.running[node].append(placed)
+        self.pods[pod.key] = placed
+        return placed
 
     def forget(self, pod: PodInfo, node: int) -> None:
+        """Undo `assume`: `pod` may be the pending or the placed PodInfo."""
         self.nodes.requested[node] -= self.nodes.usage(pod.requests)
-        self.running[node].remove(pod)
+        row = self.running[node]
+        for i in range(len(row) - 1, -1, -1):
+            if row[i].key == pod.key:
+                del row[i]
+                break
+        self.pods[pod.key] = replace(pod, node_name=None, scheduled_at=None)

@@ -64,6 +64,7 @@ class PodInfoCache:
     def __init__(self) -> None:
         self._infos: dict[str, tuple[Pod, PodInfo]] = {}
         self._context: tuple[int, int] = (0, 0)
+        self._request_memo: dict[object, dict[str, int]] = {}
 
     def info(self, pod: Pod, objects: ClusterObjects, now: datetime) -> PodInfo:
         cached = self._infos.get(pod.key)
@@ -76,8 +77,7 @@ class PodInfoCache:
             group_name = pod.pod_group_name
             group_key = f"{pod.metadata.namespace or 'default'}/{group_name}" if group_name else None
             resolved = ResolvedPriority(err.name, pod.spec.priority or 0, "PreemptLowerPriority")
-        requests = pod.effective_requests()
-        requests[PODS] = 1
+        requests = self._requests(pod)
         info = PodInfo(
             pod=pod,
             key=pod.key,
@@ -92,6 +92,24 @@ class PodInfoCache:
         )
         self._infos[pod.key] = (pod, info)
         return info
+
+    def _requests(self, pod: Pod) -> dict[str, int]:
+        """`effective_requests` plus one `pods`, memoised by the resource fields (replicas share them)."""
+        spec = pod.spec
+        key = (
+            tuple((tuple(c.resources.requests.items()), tuple(c.resources.limits.items())) for c in spec.containers),
+            tuple(
+                (tuple(c.resources.requests.items()), tuple(c.resources.limits.items()), c.restart_policy)
+                for c in spec.init_containers
+            ),
+            tuple(spec.overhead.items()),
+        )
+        cached = self._request_memo.get(key)
+        if cached is None:
+            cached = pod.effective_requests()
+            cached[PODS] = 1
+            self._request_memo[key] = cached
+        return dict(cached)
 
     def begin(self, objects: ClusterObjects) -> None:
         """Drop every cached PodInfo when groups or classes changed (priorities may have moved)."""

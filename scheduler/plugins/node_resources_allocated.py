@@ -32,11 +32,13 @@ class NodeResourcesAllocated:
             column = table.resource_index.get(resource)
             if column is None or weight <= 0:
                 continue
-            allocatable = table.allocatable[:, column].astype(np.float64)
+            allocatable = table.allocatable[:, column]
             used = table.requested[:, column] + pod.requests.get(resource, 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(allocatable > 0, np.clip(used / allocatable, 0.0, 1.0), np.nan)
-            per_resource = share * 100.0 if self.most else (1.0 - share) * 100.0
-            total += weight * np.nan_to_num(per_resource, nan=0.0)
+            share = np.zeros(len(total), dtype=np.float64)
+            np.divide(used, allocatable, out=share, where=allocatable > 0)
+            np.clip(share, 0.0, 1.0, out=share)
+            if not self.most:
+                share = np.where(allocatable > 0, 1.0 - share, 0.0)
+            total += (weight * 100.0) * share
             weights += weight
         return total / weights if weights else total

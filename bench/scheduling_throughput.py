@@ -1,0 +1,127 @@
+"""Scheduling throughput: pods placed per second by one `schedule_pending` pass on the memory cluster.
+
+The issue-2 scenario: 5,000 nodes, 50,000 pending pods (a handful of Deployment-like shapes, some
+with node selectors and tolerations) plus 200 gangs of 16 GPU pods, all placed in one pass, timed
+end to end (snapshot build, PreEnqueue, filter, score, bind through the Cluster API). Then the
+same load scaled with the node count from 500 to 10,000 nodes (10 pending pods per node).
+
+    .venv/bin/python bench/scheduling_throughput.py            # headline + curve
+    .venv/bin/python bench/scheduling_throughput.py --quick    # headline only
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from datetime import UTC, datetime
+
+import structlog
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.node import Node
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.cluster.memory import MemoryCluster
+from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.runner import Scheduler
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+SHAPES = [("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("250m", "512Mi"), ("1500m", "3Gi")]
+
+
+def cluster(nodes: int, pods: int, gangs: int, gang_size: int) -> ClusterObjects:
+    objects = ClusterObjects()
+    gpu_nodes = max(1, gangs * gang_size * 2 // 8 * 5 // 4)
+    for i in range(nodes):
+        allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+        labels = {"kubernetes.io/hostname": f"node-{i}", "zone": f"z{i % 3}"}
+        taints = []
+        if i < gpu_nodes:
+            allocatable["nvidia.com/gpu"] = "8"
+            labels["pool"] = "gpu"
+            taints = [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+        objects.nodes[f"node-{i}"] = Node.model_validate(
+            {
+                "metadata": {"name": f"node-{i}", "labels": labels},
+                "spec": {"taints": taints},
+                "status": {"allocatable": allocatable},
+            }
+        )
+    for i in range(pods):
+        cpu, memory = SHAPES[i % len(SHAPES)]
+        spec: dict[str, object] = {
+            "schedulerName": "phalanx-scheduler",
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        }
+        if i % 10 == 0:
+            spec["nodeSelector"] = {"zone": f"z{i % 3}"}
+        name = f"web-{i}"
+        objects.pods[f"default/{name}"] = Pod.model_validate(
+            {"metadata": {"name": name, "namespace": "default", "uid": name, "creationTimestamp": NOW}, "spec": spec}
+        )
+    for g in range(gangs):
+        group = f"train-{g}"
+        objects.pod_groups[f"ml/{group}"] = PodGroup.model_validate(
+            {
+                "metadata": {"name": group, "namespace": "ml"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size}}, "priority": 1000},
+            }
+        )
+        for m in range(gang_size):
+            name = f"{group}-{m}"
+            objects.pods[f"ml/{name}"] = Pod.model_validate(
+                {
+                    "metadata": {
+                        "name": name,
+                        "namespace": "ml",
+                        "uid": name,
+                        "creationTimestamp": NOW,
+                        "labels": {"scheduling.phalanx.dev/pod-group": group},
+                    },
+                    "spec": {
+                        "schedulerName": "phalanx-scheduler",
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                        "containers": [
+                            {
+                                "name": "w",
+                                "resources": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "2"}},
+                            }
+                        ],
+                    },
+                }
+            )
+    return objects
+
+
+def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int, int, float]:
+    """(pods pending, pods bound, seconds) for one pass."""
+    objects = cluster(nodes, pods, gangs, gang_size)
+    pending = len(objects.pods)
+    memory = MemoryCluster(objects, NOW)
+    scheduler = Scheduler(memory, SchedulerConfiguration())
+    started = time.perf_counter()
+    report = scheduler.schedule_pending()
+    elapsed = time.perf_counter() - started
+    return pending, len(report.bindings), elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="only the 5,000-node headline")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    pending, bound, seconds = measure(5_000, 50_000, 200)
+    print("| nodes | pending pods | bound | seconds | pods/s |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| 5,000 | {pending:,} | {bound:,} | {seconds:.1f} | {bound / seconds:,.0f} |")
+    if args.quick:
+        return
+    for nodes in (500, 1_000, 2_000, 5_000, 10_000):
+        gangs = nodes // 25
+        pending, bound, seconds = measure(nodes, nodes * 10, gangs)
+        print(f"| {nodes:,} | {pending:,} | {bound:,} | {seconds:.1f} | {bound / seconds:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

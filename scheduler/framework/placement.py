@@ -1,0 +1,119 @@
+"""Placement memo: filter and score verdicts per pod shape, kept current by the rows that changed.
+
+Within a pass, thousands of pods share a handful of shapes (same selectors, tolerations and request
+vector). Filters and scores are row-local (a node's verdict depends only on that node's row), so once
+a shape's feasibility and scores are known for all nodes, placing a pod only invalidates the row it
+went to. The memo recomputes just the rows changed since it last looked (through a sub-snapshot
+holding those rows), which turns a pass from O(pods x nodes) numpy work into O(pods x changed rows)
+plus one argmax per pod. Results are identical to recomputing everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.feasibility import combine, pod_shape, static_mask
+from scheduler.framework.interfaces import NodeVerdict
+from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.profile import Profile
+from scheduler.framework.snapshot import BoolArray, NodeTable, Snapshot
+
+FloatArray = npt.NDArray[np.float64]
+
+FULL_RECOMPUTE_SHARE = 8
+"""Recompute everything when more than 1/8 of the rows changed: the sub-snapshot no longer pays."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    static: BoolArray
+    feasible: BoolArray
+    ranked: FloatArray
+    seen: int
+
+
+class PlacementMemo:
+    def __init__(self, snapshot: Snapshot, profile: Profile) -> None:
+        self.snapshot = snapshot
+        self.profile = profile
+        self._changes: list[int] = []
+        self._entries: dict[Hashable, _Entry] = {}
+
+    def changed(self, row: int) -> None:
+        """Record that `requested[row]` changed (assume, rollback, a nomination held or released)."""
+        self._changes.append(row)
+
+    def verdict(self, pod: PodInfo, state: CycleState) -> NodeVerdict:
+        """The full combined verdict, with reasons (for messages and PostFilter); not memoised."""
+        count = len(self.snapshot.nodes.names)
+        static = static_mask(pod, self.snapshot, state, self.profile.static_filters)
+        return combine([static, *(f.filter(state, pod, self.snapshot) for f in self.profile.filters)], count)
+
+    def best(self, pod: PodInfo, state: CycleState) -> int | None:
+        """The highest-scoring feasible node for `pod` (lowest index on ties), or None."""
+        key = (pod_shape(pod), tuple(sorted(pod.requests.items())))
+        entry = self._entries.get(key)
+        count = len(self.snapshot.nodes.names)
+        if entry is None:
+            entry = self._full(pod, state)
+            self._entries[key] = entry
+        elif entry.seen < len(self._changes):
+            rows = np.unique(np.fromiter(self._changes[entry.seen :], dtype=np.int64))
+            if len(rows) * FULL_RECOMPUTE_SHARE > count:
+                entry = self._full(pod, state)
+                self._entries[key] = entry
+            else:
+                self._update(entry, pod, state, rows)
+        if not entry.feasible.any():
+            return None
+        return int(np.argmax(entry.ranked))
+
+    def _scores(self, pod: PodInfo, state: CycleState, snapshot: Snapshot, feasible: BoolArray) -> FloatArray:
+        total = np.zeros(len(feasible), dtype=np.float64)
+        for plugin in self.profile.scores:
+            total += plugin.weight * np.asarray(plugin.score(state, pod, snapshot, feasible), dtype=np.float64)
+        return np.where(feasible, total, -np.inf)
+
+    def _full(self, pod: PodInfo, state: CycleState) -> _Entry:
+        static = static_mask(pod, self.snapshot, state, self.profile.static_filters).feasible
+        feasible = static.copy()
+        for plugin in self.profile.filters:
+            feasible &= plugin.filter(state, pod, self.snapshot).feasible
+        return _Entry(static, feasible, self._scores(pod, state, self.snapshot, feasible), len(self._changes))
+
+    def _update(self, entry: _Entry, pod: PodInfo, state: CycleState, rows: npt.NDArray[np.int64]) -> None:
+        part = self._rows(rows)
+        feasible = entry.static[rows]
+        for plugin in self.profile.filters:
+            feasible &= plugin.filter(state, pod, part).feasible
+        entry.feasible[rows] = feasible
+        entry.ranked[rows] = self._scores(pod, state, part, feasible)
+        entry.seen = len(self._changes)
+
+    def _rows(self, rows: npt.NDArray[np.int64]) -> Snapshot:
+        """A snapshot holding only `rows` of the node table (copies), for row-local plugins."""
+        table = self.snapshot.nodes
+        sub = NodeTable(
+            names=tuple(table.names[r] for r in rows),
+            nodes=tuple(table.nodes[r] for r in rows),
+            resources=table.resources,
+            allocatable=table.allocatable[rows],
+            requested=table.requested[rows],
+        )
+        whole = self.snapshot
+        return Snapshot(
+            now=whole.now,
+            nodes=sub,
+            pods=whole.pods,
+            running=[whole.running[r] for r in rows],
+            groups=whole.groups,
+            priority_classes=whole.priority_classes,
+            pdbs=whole.pdbs,
+            queues=whole.queues,
+            config=whole.config,
+        )
