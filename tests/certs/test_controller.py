@@ -1,0 +1,287 @@
+"""In-cluster certificates against the loopback API server: the Secret, caBundle, replicas, rotation."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.x509.verification import PolicyBuilder, Store
+from kubernetes import config
+
+from certs.controller import CertificateController, RotationSettings, settings_from_env
+from phalanx.cli import main
+from tests.apiserver import ApiServer
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "objects"
+NS = "phalanx-system"
+SECRET = "phalanx-webhook-tls"
+MUTATING = "phalanx-mutating"
+VALIDATING = "phalanx-validating"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+class Clock:
+    """Shared by every replica of a test, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def _webhook_configuration(kind: str, name: str) -> dict[str, Any]:
+    """A recorded configuration, renamed and pointed at a Service, with the recorder's caBundle removed."""
+    obj = json.loads((FIXTURES / f"{kind.lower()}.json").read_text())
+    obj["metadata"] = {"name": name}
+    for hook in obj["webhooks"]:
+        hook["clientConfig"] = {"service": {"name": "phalanx-webhook", "namespace": NS, "path": "/validate"}}
+    return dict(obj)
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServer) -> ApiServer:
+    apiserver.create(_webhook_configuration("MutatingWebhookConfiguration", MUTATING))
+    apiserver.create(_webhook_configuration("ValidatingWebhookConfiguration", VALIDATING))
+    return apiserver
+
+
+@pytest.fixture
+def kubeconfig(cluster: ApiServer, tmp_path: Path) -> Path:
+    return cluster.kubeconfig(tmp_path / "kubeconfig")
+
+
+def _replica(kubeconfig: Path, cert_dir: Path, clock: Clock, **overrides: Any) -> CertificateController:
+    settings = RotationSettings(
+        namespace=NS,
+        secret_name=SECRET,
+        service="phalanx-webhook",
+        mutating_webhook_configuration=MUTATING,
+        validating_webhook_configuration=VALIDATING,
+        cert_file=cert_dir / "tls.crt",
+        key_file=cert_dir / "tls.key",
+        **overrides,
+    )
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    return CertificateController(settings, api_client, clock)
+
+
+def _ca_bundles(server: ApiServer) -> list[bytes]:
+    """Every caBundle of both configurations, decoded."""
+    bundles = []
+    for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        for obj in server.list(plural, group="admissionregistration.k8s.io"):
+            bundles += [base64.b64decode(h["clientConfig"].get("caBundle", "")) for h in obj["webhooks"]]
+    return bundles
+
+
+def _secret(server: ApiServer) -> dict[str, bytes]:
+    secret = server.get("secrets", SECRET, namespace=NS)
+    assert secret is not None
+    return {k: base64.b64decode(v) for k, v in secret["data"].items()}
+
+
+def _assert_apiserver_trusts(server: ApiServer, cert_dir: Path, now: dt.datetime) -> None:
+    """What this replica serves verifies, for the Service's name, against every caBundle."""
+    leaf = x509.load_pem_x509_certificate((cert_dir / "tls.crt").read_bytes())
+    for bundle in _ca_bundles(server):
+        store = Store(x509.load_pem_x509_certificates(bundle))
+        verifier = (
+            PolicyBuilder().store(store).time(now).build_server_verifier(x509.DNSName(f"phalanx-webhook.{NS}.svc"))
+        )
+        verifier.verify(leaf, [])
+
+
+def test_first_replica_creates_secret_injects_ca_and_writes_files(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    clock = Clock()
+    replica = _replica(kubeconfig, tmp_path / "certs", clock)
+
+    due = replica.sync()
+
+    secret = _secret(cluster)
+    assert sorted(secret) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert (tmp_path / "certs" / "tls.crt").read_bytes() == secret["tls.crt"]
+    assert (tmp_path / "certs" / "tls.key").read_bytes() == secret["tls.key"]
+    assert (tmp_path / "certs" / "ca.crt").read_bytes() == secret["ca.crt"]
+    bundles = _ca_bundles(cluster)
+    assert len(bundles) == 6 and all(b == secret["ca.crt"] for b in bundles), "every webhook of both configurations"
+    _assert_apiserver_trusts(cluster, tmp_path / "certs", clock.now)
+    assert due == clock.now + dt.timedelta(minutes=1), "nothing is due before the next resync"
+
+
+def test_replicas_starting_together_agree_on_one_certificate(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    clock = Clock()
+    replicas = [_replica(kubeconfig, tmp_path / f"r{i}", clock) for i in range(4)]
+    barrier = threading.Barrier(len(replicas))
+    errors: list[BaseException] = []
+
+    def run(replica: CertificateController) -> None:
+        barrier.wait()
+        try:
+            replica.sync()
+        except BaseException as err:  # surfaced below, with the thread's traceback lost otherwise
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    secret = _secret(cluster)
+    for i in range(len(replicas)):
+        assert (tmp_path / f"r{i}" / "tls.crt").read_bytes() == secret["tls.crt"]
+        _assert_apiserver_trusts(cluster, tmp_path / f"r{i}", clock.now)
+    assert len(cluster.requests_matching("POST", f"/api/v1/namespaces/{NS}/secrets")) >= 1
+    assert cluster.requests_matching("PUT", f"/api/v1/namespaces/{NS}/secrets") == [], (
+        "losers of the create race adopt the winner's Secret instead of overwriting it"
+    )
+
+
+def test_ca_rotation_never_serves_a_certificate_the_apiserver_cannot_verify(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    clock = Clock()
+    a = _replica(kubeconfig, tmp_path / "a", clock, ca_days=30, days=30)
+    b = _replica(kubeconfig, tmp_path / "b", clock, ca_days=30, days=30)
+    a.sync()
+    b.sync()
+    old_ca = _secret(cluster)["ca.crt"]
+    bundle_sizes = []
+
+    # 2/3 of the CA's life, then step by one resync: each replica syncs in turn, as their loops would
+    clock.now = T0 + dt.timedelta(days=20)
+    for _ in range(6):
+        for replica, cert_dir in ((a, tmp_path / "a"), (b, tmp_path / "b")):
+            replica.sync()
+            _assert_apiserver_trusts(cluster, tmp_path / "a", clock.now)
+            _assert_apiserver_trusts(cluster, tmp_path / "b", clock.now)
+            assert (cert_dir / "tls.crt").read_bytes() == _secret(cluster)["tls.crt"]
+        bundle_sizes.append(len(x509.load_pem_x509_certificates(_secret(cluster)["ca.crt"])))
+        clock.now += dt.timedelta(minutes=1)
+
+    new_ca = _secret(cluster)["ca.crt"]
+    assert new_ca != old_ca
+    assert len(x509.load_pem_x509_certificates(new_ca)) == 1, "the old CA leaves the bundle in the end"
+    assert 2 in bundle_sizes, "old and new CA were both trusted during the rotation"
+    leaf = x509.load_pem_x509_certificate((tmp_path / "a" / "tls.crt").read_bytes())
+    leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(new_ca))
+
+
+def test_conflicting_update_is_retried_on_a_fresh_read(cluster: ApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    clock = Clock()
+    replica = _replica(kubeconfig, tmp_path / "certs", clock, days=3)
+    replica.sync()
+    clock.now = T0 + dt.timedelta(days=2)  # the serving certificate is due
+    cluster.fail("PUT", f"/api/v1/namespaces/{NS}/secrets/{SECRET}", 409)
+
+    replica.sync()
+
+    puts = cluster.requests_matching("PUT", f"/api/v1/namespaces/{NS}/secrets/{SECRET}")
+    assert len(puts) == 2, "one PUT refused with 409, one on the re-read Secret"
+    assert (tmp_path / "certs" / "tls.crt").read_bytes() == _secret(cluster)["tls.crt"]
+    _assert_apiserver_trusts(cluster, tmp_path / "certs", clock.now)
+
+
+def test_ca_bundle_blanked_by_helm_upgrade_is_restored(cluster: ApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    clock = Clock()
+    replica = _replica(kubeconfig, tmp_path / "certs", clock)
+    replica.sync()
+    blank = copy.deepcopy(
+        cluster.get("validatingwebhookconfigurations", VALIDATING, group="admissionregistration.k8s.io")
+    )
+    assert blank is not None
+    for hook in blank["webhooks"]:
+        hook["clientConfig"].pop("caBundle")
+    cluster.apply(blank)
+
+    replica.sync()
+
+    assert all(b == _secret(cluster)["ca.crt"] for b in _ca_bundles(cluster))
+
+
+def test_secret_edited_by_hand_is_replaced(cluster: ApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    clock = Clock()
+    replica = _replica(kubeconfig, tmp_path / "certs", clock)
+    replica.sync()
+    secret = cluster.get("secrets", SECRET, namespace=NS)
+    assert secret is not None
+    secret["data"]["tls.crt"] = base64.b64encode(b"not a certificate").decode()
+    cluster.apply(secret)
+
+    replica.sync()
+
+    _assert_apiserver_trusts(cluster, tmp_path / "certs", clock.now)
+    assert (tmp_path / "certs" / "tls.crt").read_bytes() == _secret(cluster)["tls.crt"]
+
+
+def test_uninstall_removes_configurations_and_secret_once(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _replica(kubeconfig, tmp_path / "certs", Clock()).sync()
+    argv = [
+        "certs",
+        "--uninstall",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespace={NS}",
+        f"--secret={SECRET}",
+        f"--mutating-webhook-configuration={MUTATING}",
+        f"--validating-webhook-configuration={VALIDATING}",
+    ]
+
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"removed mutatingwebhookconfiguration/{MUTATING}, validatingwebhookconfiguration/{VALIDATING}, "
+        f"secret/{NS}/{SECRET}"
+    )
+    assert cluster.get("secrets", SECRET, namespace=NS) is None
+    assert cluster.list("mutatingwebhookconfigurations", group="admissionregistration.k8s.io") == []
+
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to remove"
+
+
+@pytest.mark.parametrize(
+    ("environ", "want"),
+    [
+        pytest.param({}, None, id="not self-managed: no controller"),
+        pytest.param({"PHALANX_CERT_MODE": "helm"}, None, id="helm mode: no controller"),
+        pytest.param(
+            {"PHALANX_CERT_MODE": "self-managed", "PHALANX_CERT_NAMESPACE": NS},
+            "PHALANX_CERT_SECRET: Required value",
+            id="missing secret name",
+        ),
+        pytest.param(
+            {
+                "PHALANX_CERT_MODE": "self-managed",
+                "PHALANX_CERT_NAMESPACE": NS,
+                "PHALANX_CERT_SECRET": SECRET,
+                "PHALANX_CERT_SERVICE": "wh",
+                "PHALANX_CERT_MUTATING_WEBHOOK_CONFIGURATION": MUTATING,
+                "PHALANX_CERT_VALIDATING_WEBHOOK_CONFIGURATION": VALIDATING,
+                "PHALANX_CERT_DAYS": "-3",
+            },
+            "PHALANX_CERT_DAYS: Invalid value: '-3'",
+            id="negative lifetime",
+        ),
+    ],
+)
+def test_settings_from_env_rejects_incomplete_chart_env(environ: dict[str, str], want: str | None) -> None:
+    paths = {"cert_file": Path("/certs/tls.crt"), "key_file": Path("/certs/tls.key")}
+    if want is None:
+        assert settings_from_env(environ, **paths) is None
+    else:
+        with pytest.raises(ValueError, match=want):
+            settings_from_env(environ, **paths)
