@@ -75,6 +75,11 @@ class MemoryCluster:
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
         self.gates_removed: list[tuple[str, str, datetime]] = []
+        for key, pod in objects.pods.items():
+            deleted = pod.metadata.deletion_timestamp
+            if deleted is not None and pod.spec.node_name:
+                gone = deleted + timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
+                heapq.heappush(self._terminations, (max(now, gone), key))
 
     # -- clock -------------------------------------------------------------------------------
     def now(self) -> datetime:

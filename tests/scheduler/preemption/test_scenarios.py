@@ -1,0 +1,304 @@
+"""KEP-5710 acceptance scenarios end to end through `phalanx simulate -o json` (issue 3, Acceptance)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phalanx.cli import main
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
+
+NOW = "2026-01-01T01:00:00Z"
+STARTED = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)
+CLASSES = [
+    make_priority_class("low", 10).json(),
+    make_priority_class("mid", 100).json(),
+    make_priority_class("high", 1000).json(),
+    make_priority_class("polite", 1000).never().json(),
+]
+
+
+def nodes(count: int, cpu: str = "4") -> list[dict[str, Any]]:
+    return [make_node(f"n{i}").cap(cpu=cpu).json() for i in range(1, count + 1)]
+
+
+def running(name: str, node: str, cpu: str, klass: str = "low", **labels: str) -> dict[str, Any]:
+    pod = make_pod(name).req(cpu=cpu).priority_class(klass).on(node, started=STARTED)
+    for key, value in labels.items():
+        pod.label(key, value)
+    return pod.json()
+
+
+def gang(name: str, size: int, cpu: str, min_count: int | None = None, klass: str = "high") -> list[dict[str, Any]]:
+    group = make_podgroup(name).gang(min_count or size).priority_class(klass).json()
+    return [group, *(make_pod(f"{name}-{i}").req(cpu=cpu).group(name).json() for i in range(size))]
+
+
+def pending_pod(name: str, cpu: str, klass: str = "high") -> dict[str, Any]:
+    return make_pod(name).req(cpu=cpu).priority_class(klass).json()
+
+
+def simulate(capsys: pytest.CaptureFixture[str], tmp_path: Path, objects: list[dict[str, Any]], *extra: str) -> Any:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml_documents(CLASSES + objects))
+    assert main(["simulate", str(path), "--now", NOW, "--until", "10m", *extra]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out) if "json" in extra else out
+
+
+@dataclass
+class Case:
+    objects: list[dict[str, Any]]
+    want_preempted: set[str]
+    want_bound: dict[str, str] = field(default_factory=dict)
+    want_pending: dict[str, str] = field(default_factory=dict)
+    want_kind: str | None = None
+
+
+CASES = [
+    pytest.param(
+        Case(
+            [
+                *nodes(2),
+                make_podgroup("old").gang(2).priority_class("low").disruption_mode("PodGroup").json(),
+                make_pod("old-0").req(cpu="4").group("old").on("n1", STARTED).json(),
+                make_pod("old-1").req(cpu="4").group("old").on("n2", STARTED).json(),
+                *gang("train", 2, "4"),
+            ],
+            {"default/old-0", "default/old-1"},
+            {"default/train-0": "", "default/train-1": ""},
+            want_kind="PodGroup",
+        ),
+        id="full gang preemption: a gang preempts a whole PodGroup-mode gang",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(1),
+                running("low-a", "n1", "4"),
+                make_podgroup("web").basic().priority_class("high").json(),
+                make_pod("web-0").req(cpu="2").group("web").json(),
+                make_pod("web-1").req(cpu="2").group("web").json(),
+            ],
+            {"default/low-a"},
+            {"default/web-0": "n1", "default/web-1": "n1"},
+        ),
+        id="basic policy group preempts for its members",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(2),
+                running("a1", "n1", "1"),
+                running("b1", "n1", "3"),
+                running("a2", "n2", "1"),
+                running("b2", "n2", "3"),
+                *gang("train", 2, "3"),
+            ],
+            {"default/b1", "default/b2"},
+            {"default/train-0": "", "default/train-1": ""},
+        ),
+        id="partial preemption across two nodes keeps the pods that still fit",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(2),
+                running("db-0", "n1", "4", app="db"),
+                running("batch", "n2", "4"),
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "db", "namespace": "default"},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+                },
+                pending_pod("urgent", "4"),
+            ],
+            {"default/batch"},
+            {"default/urgent": "n2"},
+        ),
+        id="PDB: the pod the budget protects is reprieved",
+    ),
+    pytest.param(
+        Case(
+            [*nodes(4), *(running(f"low-{i}", f"n{i}", "4") for i in range(1, 5)), *gang("train", 4, "4")],
+            {f"default/low-{i}" for i in range(1, 5)},
+            {f"default/train-{i}": "" for i in range(4)},
+            want_kind="PodGroup",
+        ),
+        id="multi-node gang preempts one pod on each of four nodes",
+    ),
+    pytest.param(
+        Case(
+            [*nodes(2), running("low-1", "n1", "4"), running("low-2", "n2", "4"), *gang("train", 3, "4")],
+            set(),
+            want_pending={"default/train-0": "places 2 of 3 members; the gang needs 3"},
+        ),
+        id="insufficient resources: nothing is preempted",
+    ),
+    pytest.param(
+        Case(
+            [*nodes(2), running("mid-1", "n1", "4", "mid"), running("low-2", "n2", "4"), pending_pod("urgent", "4")],
+            {"default/low-2"},
+            {"default/urgent": "n2"},
+            want_kind="Pod",
+        ),
+        id="the lower-priority victim is chosen over the higher-priority one",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(2),
+                make_podgroup("g").gang(2).priority_class("low").disruption_mode("PodGroup").json(),
+                make_pod("g-0").req(cpu="4").group("g").on("n1", STARTED).json(),
+                make_pod("g-1").req(cpu="4").group("g").on("n2", STARTED).json(),
+                pending_pod("urgent", "4"),
+            ],
+            {"default/g-0", "default/g-1"},
+            {"default/urgent": ""},
+        ),
+        id="a PodGroup-mode group is preempted whole although one pod would suffice",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(1),
+                make_podgroup("g").basic().priority_class("low").json(),
+                make_pod("g-0").req(cpu="4").group("g").priority_class("high").on("n1", STARTED).json(),
+                pending_pod("urgent", "4", "mid"),
+            ],
+            {"default/g-0"},
+            {"default/urgent": "n1"},
+        ),
+        id="the PodGroup's low priority wins over its pod's high priority",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(1),
+                make_podgroup("g").basic().priority_class("high").json(),
+                make_pod("g-0").req(cpu="4").group("g").priority_class("low").on("n1", STARTED).json(),
+                pending_pod("urgent", "4", "mid"),
+            ],
+            set(),
+            want_pending={"default/urgent": "no unit has a priority lower than 100"},
+        ),
+        id="the PodGroup's high priority wins over its pod's low priority",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(2),
+                make_podgroup("g").basic().priority_class("low").disruption_mode("Pod").json(),
+                make_pod("g-0").req(cpu="4").group("g").on("n1", STARTED).json(),
+                make_pod("g-1").req(cpu="4").group("g").on("n2", datetime(2026, 1, 1, 0, 40, tzinfo=UTC)).json(),
+                pending_pod("urgent", "4"),
+            ],
+            {"default/g-1"},
+            {"default/urgent": "n2"},
+        ),
+        id="a plain pod preempts one member of a Pod-mode group, the one started last",
+    ),
+    pytest.param(
+        Case(
+            [*nodes(2), running("a", "n1", "4"), running("b", "n2", "2"), *gang("train", 4, "2", min_count=2)],
+            {"default/a", "default/b"},
+            {f"default/train-{i}": "" for i in range(4)},
+        ),
+        id="reprieval never reduces how many gang members are placed",
+    ),
+    pytest.param(
+        Case(
+            [*nodes(1), running("low-1", "n1", "4"), pending_pod("polite", "4", "polite")],
+            set(),
+            want_pending={"default/polite": "preemptionPolicy is Never"},
+        ),
+        id="preemptionPolicy Never preempts nothing",
+    ),
+    pytest.param(
+        Case(
+            [
+                *nodes(3),
+                running("low-1", "n1", "4"),
+                running("low-2", "n2", "4"),
+                running("mid-3", "n3", "4", "high"),
+                *gang("train", 3, "4"),
+            ],
+            set(),
+            want_pending={"default/train-2": "places 2 of 3 members"},
+        ),
+        id="delayed preemption: a gang that cannot be fully placed deletes nothing",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_scenario(capsys: pytest.CaptureFixture[str], tmp_path: Path, case: Case) -> None:
+    report = simulate(capsys, tmp_path, case.objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == case.want_preempted
+    bound = {b["pod"]: b["node"] for b in report["bindings"]}
+    for pod, node in case.want_bound.items():
+        assert pod in bound, report["pending"]
+        assert not node or bound[pod] == node
+    pending = {p["pod"]: p["message"] for p in report["pending"]}
+    for pod, message in case.want_pending.items():
+        assert message in pending[pod]
+    if case.want_kind:
+        assert {p["preemptorKind"] for p in report["preemptions"]} == {case.want_kind}
+    for node in report["nodes"].values():
+        assert all(not p.startswith("default/") or p not in case.want_preempted for p in node["pods"])
+
+
+def test_retry_keeps_a_nomination_that_still_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Victims take 120 s to go; every retry meanwhile keeps the nomination and preempts nothing more."""
+    objects = [
+        *nodes(2),
+        make_pod("low-1").req(cpu="4").priority_class("low").grace(120).on("n1", STARTED).json(),
+        make_pod("low-2").req(cpu="4").priority_class("low").grace(120).on("n2", STARTED).json(),
+        pending_pod("urgent", "4"),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    (preemption,) = report["preemptions"]
+    assert preemption["time"] == NOW
+    (binding,) = report["bindings"]
+    assert binding == {"pod": "default/urgent", "node": preemption["node"], "time": "2026-01-01T01:02:00Z"}
+
+
+def test_restart_during_termination_waits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """As after a scheduler restart: nominated to n1, its victim still terminating there until 01:00:20.
+
+    The preemptor waits for it (another lower-priority pod on n2 is left alone) and binds on n1.
+    """
+    objects = [
+        *nodes(2),
+        make_pod("victim")
+        .req(cpu="4")
+        .priority_class("low")
+        .on("n1", STARTED)
+        .terminating(datetime(2026, 1, 1, 0, 59, 50, tzinfo=UTC), 30)
+        .json(),
+        running("other", "n2", "4"),
+        make_pod("urgent").req(cpu="4").priority_class("high").nominated("n1").json(),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert report["preemptions"] == []
+    assert report["bindings"] == [{"pod": "default/urgent", "node": "n1", "time": "2026-01-01T01:00:20Z"}]
+    assert "default/other" in report["nodes"]["n2"]["pods"]
+
+
+def test_retry_clears_a_nomination_that_no_longer_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Nominated to n1, now held by a higher-priority pod: the search starts over and preempts on n2."""
+    objects = [
+        *nodes(2),
+        running("vip", "n1", "4", "high"),
+        running("low-2", "n2", "4"),
+        make_pod("urgent").req(cpu="4").priority_class("mid").nominated("n1").json(),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/low-2"}
+    assert {b["pod"]: b["node"] for b in report["bindings"]} == {"default/urgent": "n2"}
