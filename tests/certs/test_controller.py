@@ -69,7 +69,7 @@ def _replica(kubeconfig: Path, cert_dir: Path, clock: Clock, **overrides: Any) -
         key_file=cert_dir / "tls.key",
         **overrides,
     )
-    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     return CertificateController(settings, api_client, clock)
 
 
