@@ -1,0 +1,96 @@
+"""`phalanx scheduler`: run the scheduler against a Kubernetes cluster (see README "Run against a cluster")."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import structlog
+import yaml
+from pydantic import ValidationError
+
+from scheduler.api.config import SchedulerConfiguration
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    summary = "run the scheduler against a Kubernetes cluster"
+    parser = subparsers.add_parser("scheduler", help=summary, description=summary)
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    parser.add_argument("--config", help="a SchedulerConfiguration document (YAML or JSON)")
+    parser.add_argument(
+        "--metrics-bind",
+        default="0.0.0.0:10259",
+        metavar="HOST:PORT",
+        help="serve /metrics and /healthz here (default %(default)s; empty to disable)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compete for a Lease so only one replica schedules (default: the config's leaderElection)",
+    )
+    parser.add_argument("--lease-namespace", default="kube-system", help="Lease namespace (default %(default)s)")
+    parser.add_argument("--identity", help="this replica's Lease holder identity (default: hostname + random)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=run)
+
+
+def _fail(message: str) -> int:
+    print(f"phalanx scheduler: {message}", file=sys.stderr)
+    return 2
+
+
+def load_config(path: str | None) -> SchedulerConfiguration:
+    if path is None:
+        return SchedulerConfiguration()
+    raw = yaml.safe_load(Path(path).read_text())
+    return SchedulerConfiguration.model_validate(raw or {})
+
+
+def run(args: argparse.Namespace) -> int:
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if args.verbose else logging.INFO),
+    )
+    try:
+        config = load_config(args.config)
+    except (OSError, yaml.YAMLError, ValidationError) as err:
+        return _fail(f"--config: {err}")
+    if args.leader_elect is not None:
+        election = config.leader_election.model_copy(update={"leader_elect": args.leader_elect})
+        config = config.model_copy(update={"leader_election": election})
+
+    from scheduler.cluster.kube.cluster import api_client_from
+    from scheduler.cluster.kube.process import SchedulerProcess
+    from scheduler.metrics import serve
+
+    try:
+        api = api_client_from(args.kubeconfig)
+    except Exception as err:
+        return _fail(f"--kubeconfig: {err}")
+    try:
+        process = SchedulerProcess(api, config, identity=args.identity, lease_namespace=args.lease_namespace)
+    except ValueError as err:
+        return _fail(str(err))
+    if args.metrics_bind:
+        host, _, port = args.metrics_bind.rpartition(":")
+        try:
+            server = serve(process.metrics, host or "0.0.0.0", int(port), process.healthy)
+        except (OSError, ValueError) as err:
+            return _fail(f"--metrics-bind: {args.metrics_bind}: {err}")
+        print(
+            f"metrics on {args.metrics_bind.rpartition(':')[0]}:{server.server_address[1]}", file=sys.stderr, flush=True
+        )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return process.run(stop)

@@ -1,0 +1,555 @@
+"""KubeCluster: the `Cluster` Protocol over a real API server, with the `kubernetes` client.
+
+Reads come from informers (list-then-watch caches, `informer.py`), so a pass never waits on the
+API. Our own writes are overlaid on the cache until the watch delivers them: a pod we bound counts
+on its node in the very next pass, which is what keeps a node from being over-committed between a
+Binding and its watch event (kube-scheduler's "assume"). Every pod is cached, whoever schedules
+it, so nodes are accounted for in full.
+
+Writes are idempotent, so a restarted scheduler may replay them: 409 on Binding means someone
+placed the pod (`AlreadyBound`), deletes carry a UID precondition and ignore "already gone", gate
+removal is a JSON patch guarded by a `test` of the gate list, condition writes are skipped when
+nothing changes. Like kube-scheduler, the back end reports `Scheduled` after each Binding and
+`FailedScheduling` when a pod's PodScheduled condition turns Unschedulable (or its message
+changes); Events go out from a background thread so they never slow a pass. Transient failures
+(429, 5xx, timeouts) are retried with jittered backoff. Each write first asks `may_write` (the
+leader elector): a replica that lost its Lease stops at once.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.node import Node
+from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import GROUP, VERSION, PodGroup
+from scheduler.api.priority_class import PriorityClass
+from scheduler.api.queue import Queue
+from scheduler.api.workload import Workload
+from scheduler.cluster.kube.backoff import call_with_retry
+from scheduler.cluster.kube.informer import Informer
+from scheduler.framework.cluster import AlreadyBound, ClusterObjects
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+REPORTING_CONTROLLER = "scheduling.phalanx.dev/scheduler"
+EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
+
+
+class NotLeader(Exception):
+    """This replica does not hold the Lease (any more): it must not write."""
+
+
+def api_client_from(kubeconfig: str | Path | None) -> client.ApiClient:
+    """A client for `kubeconfig`, or the in-cluster service account when it is None."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig), client_configuration=configuration
+        )
+    configuration.connection_pool_maxsize = 32
+    return client.ApiClient(configuration)
+
+
+def _version(obj: ApiModel | None) -> int:
+    """resourceVersion as a number: opaque by contract, an etcd revision in every real server."""
+    meta = getattr(obj, "metadata", None)
+    try:
+        return int(getattr(meta, "resource_version", None) or 0)
+    except ValueError:
+        return 0
+
+
+def _key(obj: ApiModel) -> str:
+    meta = obj.metadata  # type: ignore[attr-defined]
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
+
+
+def _merge_condition(existing: list[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
+    """The condition list with `condition` set, or None when that changes nothing."""
+    current = next((c for c in existing if c.type == condition.type), None)
+    if current is not None and (current.status, current.reason, current.message) == (
+        condition.status,
+        condition.reason,
+        condition.message,
+    ):
+        return None
+    transition = current.last_transition_time if current is not None and current.status == condition.status else now
+    updated = condition.model_copy(update={"last_transition_time": condition.last_transition_time or transition})
+    return [c for c in existing if c.type != condition.type] + [updated]
+
+
+def _condition_json(condition: Condition) -> dict[str, Any]:
+    return condition.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class KubeCluster:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        identity: str = "",
+        may_write: Callable[[], bool] = lambda: True,
+        watch_timeout_seconds: int = 300,
+        request_timeout_seconds: float = 10.0,
+        on_api_call: Callable[[str, str], None] | None = None,
+        on_relist: Callable[[str], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
+        self.may_write = may_write
+        self.request_timeout_seconds = request_timeout_seconds
+        self.changed = threading.Event()
+        self._stop = threading.Event()
+        self._on_api_call = on_api_call
+        # Any: with `_preload_content=False` the calls return the raw urllib3 response, not the typed model.
+        self.core: Any = client.CoreV1Api(api)
+        self.custom: Any = client.CustomObjectsApi(api)
+        self.events: Any = client.EventsV1Api(api)
+        self._lock = threading.Lock()
+        self._pod_overlay: dict[str, Pod] = {}
+        self._group_overlay: dict[str, PodGroup] = {}
+        self._assumed: dict[str, str] = {}
+        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
+        self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
+        scheduling: Any = client.SchedulingV1Api(api)
+        policy: Any = client.PolicyV1Api(api)
+
+        def custom_list(plural: str) -> Callable[..., Any]:
+            return lambda **kw: self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kw)
+
+        def informer(kind: str, call: Callable[..., Any], model: type[Any]) -> Informer[Any]:
+            return Informer(
+                kind,
+                call,
+                model,
+                self._changed,
+                watch_timeout_seconds=watch_timeout_seconds,
+                request_timeout_seconds=request_timeout_seconds,
+                on_relist=on_relist,
+            )
+
+        self.pods: Informer[Pod] = informer("pods", self.core.list_pod_for_all_namespaces, Pod)
+        self.nodes: Informer[Node] = informer("nodes", self.core.list_node, Node)
+        self.priority_classes: Informer[PriorityClass] = informer(
+            "priorityclasses", scheduling.list_priority_class, PriorityClass
+        )
+        self.pdbs: Informer[PodDisruptionBudget] = informer(
+            "poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces, PodDisruptionBudget
+        )
+        self.pod_groups: Informer[PodGroup] = informer("podgroups", custom_list("podgroups"), PodGroup)
+        self.workloads: Informer[Workload] = informer("workloads", custom_list("workloads"), Workload)
+        self.queues: Informer[Queue] = informer("queues", custom_list("queues"), Queue)
+        self.informers: tuple[Informer[Any], ...] = (
+            self.pods,
+            self.nodes,
+            self.priority_classes,
+            self.pdbs,
+            self.pod_groups,
+            self.workloads,
+            self.queues,
+        )
+
+    # lifecycle
+
+    def start(self) -> None:
+        self._event_thread.start()
+        for informer in self.informers:
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop the informers; Events already queued are still sent (bounded by the request timeout)."""
+        self._events.put(None)
+        self._event_thread.join(timeout=self.request_timeout_seconds)
+        self._stop.set()
+        for informer in self.informers:
+            informer.stop()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every informer has listed: scheduling before that would double-book nodes."""
+        deadline = datetime.now(UTC).timestamp() + timeout
+        for informer in self.informers:
+            remaining = deadline - datetime.now(UTC).timestamp()
+            if remaining <= 0 or not informer.synced.wait(remaining):
+                return False
+        return True
+
+    def _changed(self, kind: str) -> None:
+        self.changed.set()
+
+    # reads
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def objects(self) -> ClusterObjects:
+        pods = self.pods.items()
+        groups = self.pod_groups.items()
+        with self._lock:
+            self._overlay(pods, self._pod_overlay)
+            self._overlay(groups, self._group_overlay)
+            for key, node in list(self._assumed.items()):
+                pod = pods.get(key)
+                if pod is None or pod.spec.node_name:
+                    del self._assumed[key]
+                    continue
+                pods[key] = pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": node})})
+        return ClusterObjects(
+            nodes=self.nodes.items(),
+            pods=pods,
+            pod_groups=groups,
+            workloads=self.workloads.items(),
+            queues=self.queues.items(),
+            priority_classes=self.priority_classes.items(),
+            pdbs=self.pdbs.items(),
+        )
+
+    @staticmethod
+    def _overlay(cached: dict[str, Any], overlay: dict[str, Any]) -> None:
+        """Our write results replace cached objects until the watch catches up (or the object is gone)."""
+        for key, written in list(overlay.items()):
+            seen = cached.get(key)
+            if seen is None or _version(seen) >= _version(written):
+                del overlay[key]
+            else:
+                cached[key] = written
+
+    def _current_pod(self, pod: Pod) -> Pod:
+        key = _key(pod)
+        with self._lock:
+            written = self._pod_overlay.get(key)
+        cached = self.pods.get(key)
+        candidates = [p for p in (written, cached, pod) if p is not None]
+        return max(candidates, key=_version)
+
+    # writes
+
+    def _call(self, operation: str, call: Callable[[], T]) -> T:
+        if not self.may_write():
+            raise NotLeader(operation)
+
+        def guarded() -> T:
+            if not self.may_write():
+                raise NotLeader(operation)
+            return call()
+
+        try:
+            result = call_with_retry(operation, guarded, self._stop)
+        except ApiException as exc:
+            self._count(operation, str(exc.status))
+            raise
+        except NotLeader:
+            raise
+        except Exception:
+            self._count(operation, "error")
+            raise
+        self._count(operation, "success")
+        return result
+
+    def _count(self, operation: str, result: str) -> None:
+        if self._on_api_call is not None:
+            self._on_api_call(operation, result)
+
+    def _remember_pod(self, response: Any) -> Pod:
+        pod = Pod.model_validate(json.loads(response.data))
+        with self._lock:
+            self._pod_overlay[_key(pod)] = pod
+        return pod
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        meta = pod.metadata
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        try:
+            self._call(
+                "bind",
+                lambda: self.core.create_namespaced_pod_binding(
+                    meta.name,
+                    meta.namespace or "default",
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout_seconds,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status == 409 and "already assigned" in (exc.body or ""):
+                raise AlreadyBound(f"{meta.namespace}/{meta.name}") from exc
+            raise
+        with self._lock:
+            self._assumed[_key(pod)] = node_name
+        note = f"Successfully assigned {_key(pod)} to {node_name}"
+        self.record_event(pod, "Normal", "Scheduled", note)
+
+    def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
+        """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry."""
+        current = self._current_pod(pod)
+        for _ in range(3):
+            gates = [g.model_dump(by_alias=True, exclude_none=True) for g in current.spec.scheduling_gates]
+            if not any(g.get("name") == gate for g in gates):
+                return
+            patch = [
+                {"op": "test", "path": "/metadata/uid", "value": current.metadata.uid},
+                {"op": "test", "path": "/spec/schedulingGates", "value": gates},
+                {"op": "replace", "path": "/spec/schedulingGates", "value": [g for g in gates if g["name"] != gate]},
+            ]
+            try:
+                response = self._call(
+                    "remove_gate",
+                    lambda current=current, patch=patch: self._patch_pod(  # type: ignore[misc]
+                        current, patch, JSON_PATCH, status=False
+                    ),
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 422:
+                    raise
+                fresh = self.core.read_namespaced_pod(
+                    current.metadata.name,
+                    current.metadata.namespace or "default",
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout_seconds,
+                )
+                current = Pod.model_validate(json.loads(fresh.data))
+                continue
+            self._remember_pod(response)
+            return
+        raise RuntimeError(f"scheduling gate {gate} of {_key(pod)}: kept changing under us")
+
+    def _patch_pod(self, pod: Pod, body: Any, content_type: str, status: bool) -> Any:
+        call = self.core.patch_namespaced_pod_status if status else self.core.patch_namespaced_pod
+        return call(
+            pod.metadata.name,
+            pod.metadata.namespace or "default",
+            body,
+            _content_type=content_type,
+            _preload_content=False,
+            _request_timeout=self.request_timeout_seconds,
+        )
+
+    def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        current = self._current_pod(pod)
+        if current.status.nominated_node_name == node_name:
+            return
+        body = {"status": {"nominatedNodeName": node_name}}
+        try:
+            response = self._call(
+                "nominate", lambda: self._patch_pod(current, body, STRATEGIC_MERGE_PATCH, status=True)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        self._remember_pod(response)
+
+    def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+        current = self._current_pod(pod)
+        conditions = _merge_condition(current.status.conditions, condition, self.now())
+        if conditions is None:
+            return
+        changed = next(c for c in conditions if c.type == condition.type)
+        body = {"status": {"conditions": [_condition_json(changed)]}}
+        try:
+            response = self._call(
+                "set_condition", lambda: self._patch_pod(current, body, STRATEGIC_MERGE_PATCH, status=True)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        self._remember_pod(response)
+
+    def _current_group(self, group: PodGroup) -> PodGroup:
+        key = _key(group)
+        with self._lock:
+            written = self._group_overlay.get(key)
+        candidates = [g for g in (written, self.pod_groups.get(key), group) if g is not None]
+        return max(candidates, key=_version)
+
+    def _remember_group(self, data: Any) -> None:
+        group = PodGroup.model_validate(json.loads(data))
+        with self._lock:
+            self._group_overlay[_key(group)] = group
+
+    def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
+        """A merge patch of the whole list (custom resources have no strategic merge), guarded by resourceVersion."""
+        current = self._current_group(group)
+        for _ in range(3):
+            conditions = _merge_condition(current.status.conditions, condition, self.now())
+            if conditions is None:
+                return
+            body = {
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "status": {"conditions": [_condition_json(c) for c in conditions]},
+            }
+            meta = current.metadata
+            try:
+                response = self._call(
+                    "set_group_condition",
+                    lambda body=body, meta=meta: self.custom.patch_namespaced_custom_object_status(  # type: ignore[misc]
+                        GROUP,
+                        VERSION,
+                        meta.namespace or "default",
+                        "podgroups",
+                        meta.name,
+                        body,
+                        _content_type=MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout_seconds,
+                    ),
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409:
+                    raise
+                current = self._read_group(current)
+                continue
+            self._remember_group(response.data)
+            return
+
+    def _read_group(self, group: PodGroup) -> PodGroup:
+        response = self.custom.get_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            group.metadata.namespace or "default",
+            "podgroups",
+            group.metadata.name,
+            _preload_content=False,
+            _request_timeout=self.request_timeout_seconds,
+        )
+        return PodGroup.model_validate(json.loads(response.data))
+
+    def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
+        current = self._current_group(group)
+        if current.metadata.annotations.get(key) == value:
+            return
+        meta = current.metadata
+        body = {"metadata": {"annotations": {key: value}}}
+        try:
+            response = self._call(
+                "annotate_group",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    meta.namespace or "default",
+                    "podgroups",
+                    meta.name,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout_seconds,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        self._remember_group(response.data)
+
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        meta = pod.metadata
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        try:
+            response = self._call(
+                "delete",
+                lambda: self.core.delete_namespaced_pod(
+                    meta.name,
+                    meta.namespace or "default",
+                    body=body,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout_seconds,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                log.info("victim already gone", pod=_key(pod), status=exc.status)
+                return
+            raise
+        data = json.loads(response.data)
+        if data.get("kind") == "Pod" and data.get("metadata", {}).get("deletionTimestamp"):
+            self._remember_pod(response)
+
+    def record_event(
+        self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
+    ) -> None:
+        """events.k8s.io/v1, best effort: a lost Event must never stop scheduling."""
+        if not self.may_write():
+            return
+        meta = regarding.metadata  # type: ignore[attr-defined]
+        namespace = meta.namespace or "default"
+        now = self.now()
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.identity,
+            "action": EVENT_ACTIONS.get(reason, reason),
+            "reason": reason,
+            "note": note[:1024],
+            "type": event_type,
+            "regarding": self._reference(regarding),
+        }
+        if related is not None:
+            body["related"] = self._reference(related)
+        try:
+            self._events.put_nowait(body)
+        except queue.Full:
+            self._count("event", "dropped")
+            log.warning("event dropped", regarding=_key(regarding), reason=reason)
+
+    def _send_events(self) -> None:
+        while (body := self._events.get()) is not None:
+            namespace = body["metadata"]["namespace"]
+            try:
+                call_with_retry(
+                    "event",
+                    lambda namespace=namespace, body=body: self.events.create_namespaced_event(  # type: ignore[misc]
+                        namespace, body, _preload_content=False, _request_timeout=self.request_timeout_seconds
+                    ),
+                    self._stop,
+                    attempts=3,
+                )
+                self._count("event", "success")
+            except Exception as exc:
+                self._count("event", "error")
+                log.warning("event not recorded", regarding=body["regarding"].get("name"), error=type(exc).__name__)
+
+    @staticmethod
+    def _reference(obj: ApiModel) -> dict[str, Any]:
+        meta = obj.metadata  # type: ignore[attr-defined]
+        reference = {
+            "apiVersion": getattr(obj, "api_version", "v1"),
+            "kind": getattr(obj, "kind", ""),
+            "name": meta.name,
+            "uid": meta.uid,
+        }
+        if meta.namespace:
+            reference["namespace"] = meta.namespace
+        return {k: v for k, v in reference.items() if v}

@@ -1,0 +1,152 @@
+"""List-then-watch cache of one resource, parsed into `scheduler.api` models.
+
+client-go's reflector, reduced to what the scheduler needs: LIST gives the state and a
+resourceVersion; WATCH from it applies events and moves the resourceVersion forward (BOOKMARKs
+too, so a quiet watch restarts near the head instead of replaying history); an ERROR 410 Expired
+means the history is gone and we relist; any other failure retries the watch after a jittered
+backoff. Raw JSON is parsed straight into our models (`_preload_content=False`), skipping the
+client's generated models: at 10,000 pods their deserialisation dominated.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import structlog
+from kubernetes.watch.watch import iter_resp_lines
+
+from scheduler.api.meta import ApiModel
+from scheduler.cluster.kube.backoff import Backoff
+
+log = structlog.get_logger(__name__)
+
+M = TypeVar("M", bound=ApiModel)
+ListCall = Callable[..., Any]
+
+
+class Expired(Exception):
+    """The watch's resourceVersion is older than the server keeps (HTTP 410): relist."""
+
+
+def object_key(raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata", {})
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+class Informer(Generic[M]):
+    def __init__(
+        self,
+        kind: str,
+        list_call: ListCall,
+        model: type[M],
+        on_change: Callable[[str], None],
+        watch_timeout_seconds: int = 300,
+        request_timeout_seconds: float = 30.0,
+        on_relist: Callable[[str], None] | None = None,
+    ) -> None:
+        self.kind = kind
+        self._list_call = list_call
+        self._model = model
+        self._on_change = on_change
+        self._on_relist = on_relist
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.request_timeout_seconds = request_timeout_seconds
+        self.resource_version = ""
+        self.synced = threading.Event()
+        self._items: dict[str, M] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
+        self.backoff = Backoff()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            response.shutdown()
+        self._thread.join(timeout=5)
+
+    def items(self) -> dict[str, M]:
+        """A copy of the cache: the caller may read it while the watch keeps applying events."""
+        with self._lock:
+            return dict(self._items)
+
+    def get(self, key: str) -> M | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self.resource_version:
+                    self._relist()
+                self._watch()
+                self.backoff.reset()
+            except Expired:
+                log.info("watch expired, relisting", kind=self.kind, resource_version=self.resource_version)
+                self.resource_version = ""
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                delay = self.backoff.next_delay()
+                log.warning("watch failed, retrying", kind=self.kind, error=type(exc).__name__, delay=round(delay, 3))
+                self._stop.wait(delay)
+
+    def _relist(self) -> None:
+        response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
+        body = json.loads(response.data)
+        items = {object_key(raw): self._model.model_validate(raw) for raw in body.get("items", [])}
+        with self._lock:
+            self._items = items
+            self.resource_version = body["metadata"]["resourceVersion"]
+        if self._on_relist is not None:
+            self._on_relist(self.kind)
+        log.info("listed", kind=self.kind, count=len(items), resource_version=self.resource_version)
+        self.synced.set()
+        self._on_change(self.kind)
+
+    def _watch(self) -> None:
+        response = self._list_call(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout_seconds,
+            _preload_content=False,
+            _request_timeout=(self.request_timeout_seconds, self.watch_timeout_seconds + 5),
+        )
+        self._response = response
+        try:
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                if self._stop.is_set():
+                    return
+                self._apply(json.loads(line))
+        finally:
+            self._response = None
+            response.release_conn()
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind, raw = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if raw.get("code") == 410:
+                raise Expired(raw.get("message", ""))
+            raise RuntimeError(f"watch error: {raw.get('code')} {raw.get('message', '')}")
+        version = raw.get("metadata", {}).get("resourceVersion", "")
+        if kind == "BOOKMARK":
+            self.resource_version = version
+            return
+        key = object_key(raw)
+        with self._lock:
+            if kind == "DELETED":
+                self._items.pop(key, None)
+            else:
+                self._items[key] = self._model.model_validate(raw)
+            self.resource_version = version
+        self._on_change(self.kind)

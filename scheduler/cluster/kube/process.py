@@ -1,0 +1,156 @@
+"""The scheduler process against a cluster: informers, leader election, the pass loop, metrics.
+
+A pass runs when the informers report a change or when the runner's `next_wakeup()` is due, after
+a short settle delay so a burst of watch events costs one pass, not hundreds. Each time this
+replica becomes leader it starts from a fresh `Scheduler` built on the informer cache: everything
+(bound pods, nominations, victims still terminating) is rebuilt from the API, never remembered.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from datetime import datetime
+
+import structlog
+from kubernetes import client
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.cluster.kube.cluster import KubeCluster, NotLeader
+from scheduler.cluster.kube.leader_election import LeaderElector
+from scheduler.framework.runner import PassReport, Scheduler
+from scheduler.metrics import SchedulerMetrics
+from scheduler.preemption.actuator import PreemptionActuator
+
+log = structlog.get_logger(__name__)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class SchedulerProcess:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        config: SchedulerConfiguration,
+        metrics: SchedulerMetrics | None = None,
+        identity: str | None = None,
+        lease_namespace: str = "kube-system",
+        settle_seconds: float = 0.02,
+        idle_seconds: float = 30.0,
+        watch_timeout_seconds: int = 300,
+        request_timeout_seconds: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or SchedulerMetrics()
+        self.identity = identity or default_identity()
+        self.settle_seconds = settle_seconds
+        self.idle_seconds = idle_seconds
+        self.last_pass: float = 0.0
+        election = config.leader_election
+        self.elector: LeaderElector | None = None
+        if election.leader_elect:
+            self.elector = LeaderElector(
+                api,
+                election.resource_namespace or lease_namespace,
+                election.resource_name,
+                self.identity,
+                lease_duration=election.lease_duration_seconds,
+                renew_deadline=election.renew_deadline_seconds,
+                retry_period=election.retry_period_seconds,
+                on_change=lambda leader: self.metrics.leader.set(1 if leader else 0),
+            )
+        elector = self.elector
+        self.cluster = KubeCluster(
+            api,
+            identity=self.identity,
+            may_write=elector.is_leader if elector is not None else lambda: True,
+            watch_timeout_seconds=watch_timeout_seconds,
+            request_timeout_seconds=request_timeout_seconds,
+            on_api_call=lambda op, result: self.metrics.api_requests.labels(op, result).inc(),
+            on_relist=lambda kind: self.metrics.relists.labels(kind).inc(),
+        )
+
+    def healthy(self) -> bool:
+        """Synced informers and a loop that is not wedged (a standby that waits is healthy)."""
+        synced = all(i.synced.is_set() for i in self.cluster.informers)
+        return synced and time.monotonic() - self.last_pass < max(60.0, 3 * self.idle_seconds)
+
+    def run(self, stop: threading.Event) -> int:
+        self.cluster.start()
+        self.last_pass = time.monotonic()
+        while not self.cluster.wait_synced(1.0):
+            if stop.is_set():
+                self.cluster.stop()
+                return 0
+        log.info("caches synced", identity=self.identity)
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self.metrics.leader.set(1)
+        try:
+            self._loop(stop)
+        finally:
+            if self.elector is not None:
+                self.elector.stop(release=True)
+            self.cluster.stop()
+        return 0
+
+    def _loop(self, stop: threading.Event) -> None:
+        scheduler: Scheduler | None = None
+        while not stop.is_set():
+            self.last_pass = time.monotonic()
+            if self.elector is not None and not self.elector.is_leader():
+                scheduler = None
+                self.elector.became_leader.wait(0.2)
+                continue
+            if scheduler is None:
+                scheduler = Scheduler(self.cluster, self.config, actuator=PreemptionActuator(self.cluster))
+                log.info("scheduling started", identity=self.identity)
+            self.cluster.changed.clear()
+            started = time.perf_counter()
+            try:
+                report = scheduler.schedule_pending()
+            except NotLeader:
+                log.info("lease lost, writes stopped", identity=self.identity)
+                scheduler = None
+                continue
+            except Exception:
+                log.exception("scheduling pass failed")
+                self.metrics.scheduling_attempt_duration.labels("error").observe(time.perf_counter() - started)
+                stop.wait(1.0)
+                continue
+            self.metrics.scheduling_attempt_duration.labels("success").observe(time.perf_counter() - started)
+            self._record(scheduler, report)
+            self._wait(scheduler, stop)
+
+    def _wait(self, scheduler: Scheduler, stop: threading.Event) -> None:
+        wakeup = scheduler.next_wakeup()
+        timeout = self.idle_seconds
+        if wakeup is not None:
+            timeout = min(timeout, max(0.0, (wakeup - self.cluster.now()).total_seconds()))
+        if self.elector is not None:
+            timeout = min(timeout, self.elector.retry_period)
+        self.cluster.changed.wait(timeout)
+        stop.wait(self.settle_seconds)
+
+    def _record(self, scheduler: Scheduler, report: PassReport) -> None:
+        metrics = self.metrics
+        pods = self.cluster.pods.items()
+        for binding in report.bindings:
+            pod = pods.get(binding.pod)
+            created: datetime | None = pod.metadata.creation_timestamp if pod is not None else None
+            if created is not None:
+                metrics.e2e_scheduling_duration.observe(max(0.0, (binding.time - created).total_seconds()))
+        metrics.bindings.inc(len(report.bindings))
+        for _, result in report.post_filter:
+            if result.victims:
+                metrics.preemption_attempts.inc()
+                metrics.preemption_victims.observe(sum(len(v.pods) for v in result.victims))
+        pools = scheduler.queue.pools()
+        for queue, size in pools.items():
+            metrics.pending_pods.labels(queue).set(size)
+        metrics.pending_pods.labels("active").set(max(0, len(report.pending) - sum(pools.values())))

@@ -1,0 +1,82 @@
+"""The scheduler process's Prometheus metrics and its `/metrics` + `/healthz` endpoint.
+
+Names follow issue 7 where it fixes them (`scheduler_pending_pods`, the
+`phalanx_podgroup_preemption_*` pair) and STYLE.md otherwise (`phalanx_scheduler_<what>_<unit>`).
+Each `SchedulerMetrics` owns its registry, so two replicas in one test process do not share gauges.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.pending_pods = Gauge("scheduler_pending_pods", "Pending pods by scheduling queue.", ["queue"], registry=r)
+        self.scheduling_attempt_duration = Histogram(
+            "phalanx_scheduler_scheduling_attempt_duration_seconds",
+            "Duration of one scheduling pass (snapshot, filter, score, preemption, API writes).",
+            ["result"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e_scheduling_duration = Histogram(
+            "phalanx_scheduler_e2e_scheduling_duration_seconds",
+            "From pod creation to its Binding by this scheduler.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.bindings = Counter("phalanx_scheduler_bindings_total", "Pods bound.", registry=r)
+        self.preemption_attempts = Counter(
+            "phalanx_podgroup_preemption_attempts_total", "Preemptions proposed for a unit.", registry=r
+        )
+        self.preemption_victims = Histogram(
+            "phalanx_podgroup_preemption_victims",
+            "Victim pods per preemption.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=r,
+        )
+        self.leader = Gauge("phalanx_scheduler_leader", "1 while this replica holds the Lease.", registry=r)
+        self.api_requests = Counter(
+            "phalanx_scheduler_api_requests_total",
+            "API writes by operation and result.",
+            ["operation", "result"],
+            registry=r,
+        )
+        self.relists = Counter("phalanx_scheduler_informer_relists_total", "Informer LISTs.", ["kind"], registry=r)
+
+
+def serve(metrics: SchedulerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> ThreadingHTTPServer:
+    """Serve `/metrics`, `/healthz` and `/readyz` in a daemon thread; returns the server (port 0: any)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            """Scrapes are not worth a log line."""
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/metrics"):
+                code, body, kind = 200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST
+            elif self.path.startswith(("/healthz", "/readyz", "/livez")):
+                ok = healthy()
+                code, body, kind = (200 if ok else 503), (b"ok" if ok else b"not ready"), "text/plain"
+            else:
+                code, body, kind = 404, b"not found", "text/plain"
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
