@@ -23,11 +23,13 @@ class NodeResourcesFit:
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
         table = snapshot.nodes
-        vector = table.vector(pod.requests)
-        free = table.allocatable - table.requested
-        enough = free >= vector
+        vector = table.usage(pod.requests)
+        enough = (table.allocatable - table.requested) >= vector
         feasible: BoolArray = np.asarray(enough.all(axis=1), dtype=np.bool_)
-        if feasible.all():
+        missing = [r for r, amount in pod.requests.items() if amount > 0 and r not in table.resource_index]
+        if missing:
+            feasible = np.zeros(len(table.names), dtype=np.bool_)
+        elif feasible.all():
             return NodeVerdict(feasible=feasible, code=Code.UNSCHEDULABLE)
         reasons: list[tuple[str, BoolArray]] = []
         for column, resource in enumerate(table.resources):
@@ -35,7 +37,5 @@ class NodeResourcesFit:
                 short = ~enough[:, column]
                 if short.any():
                     reasons.append(("Too many pods" if resource == PODS else f"Insufficient {resource}", short))
-        missing = [r for r, amount in pod.requests.items() if amount > 0 and r not in table.resource_index]
-        for resource in missing:
-            reasons.append((f"Insufficient {resource}", ~feasible))
+        reasons.extend((f"Insufficient {resource}", ~feasible) for resource in missing)
         return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=Code.UNSCHEDULABLE)
