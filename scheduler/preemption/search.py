@@ -114,6 +114,7 @@ class _DomainResult:
     assign: IntArray
     dom: IntArray
     violations: int
+    violating: dict[int, str]
     score: tuple[int, int, int, int, float]
 
 
@@ -167,7 +168,7 @@ def search(inp: SearchInput) -> Decision:
         if verdict is not None and not verdict.is_success:
             rejection = rejection or verdict
             continue
-        return _decision(ctx, result, protected)
+        return _decision(ctx, result, protected + _pdb_elsewhere(ctx, result, results))
     assert rejection is not None
     message = f"every placement was rejected by {rejection.plugin or 'a scenario validator'}: {rejection.message()}"
     return _cannot_help(inp, message, protected, rejection.until or until)
@@ -507,6 +508,7 @@ def _result(
         placement.assign,
         dom,
         violations,
+        {u: why for u, why in violating.items() if u in reasons},
         (violations, int(top), priority_sum, pods, -earliest),
     )
 
@@ -527,6 +529,22 @@ def _unschedulable_message(ctx: _Context, rows: IntArray) -> str:
         f"removing every lower-priority unit places {placed} of {len(pre.members)} members; "
         f"the gang needs {pre.min_count}"
     )
+
+
+def _pdb_elsewhere(ctx: _Context, chosen: _DomainResult, results: list[_DomainResult]) -> list[Spared]:
+    """Units a PDB kept out of the other domains' solutions (a lone pod's nodes not chosen)."""
+    names = ctx.inp.node_names
+    spared: dict[int, Spared] = {}
+    for other in results:
+        if other is chosen:
+            continue
+        for unit, why in other.violating.items():
+            if unit not in chosen.reasons and unit not in spared:
+                info = ctx.inp.units[unit]
+                where = ", ".join(names[int(n)] for n in chosen.dom[:3].tolist())
+                message = f"{why}; {where} was chosen instead"
+                spared[unit] = Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.PDB, message)
+    return [spared[u] for u in sorted(spared, key=lambda u: importance_key(_importance(ctx, u)))]
 
 
 def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> Decision:

@@ -11,6 +11,7 @@ from rich.table import Table
 from scheduler.api.quantity import format_units
 from scheduler.framework.runner import DEFAULT_SCHEDULER
 from scheduler.framework.snapshot_builder import build_snapshot
+from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import Simulation
 
 TEXT_ROWS = 200
@@ -70,6 +71,30 @@ def build_report(run: Simulation) -> dict[str, Any]:
     return {"bindings": bindings, "preemptions": preemptions, "pending": pending, "nodes": nodes}
 
 
+def explanations(run: Simulation, report: dict[str, Any]) -> list[list[str]]:
+    """Each preemption decision in order, then why preemption could not help each unit still pending.
+
+    Rendered from the Decision objects the PostFilter returned, never from logs.
+    """
+    still_pending = {p["pod"] for p in report["pending"]}
+    acted: list[list[str]] = []
+    last: dict[str, tuple[datetime, Decision]] = {}
+    for report_pass in run.passes:
+        for _, result in report_pass.post_filter:
+            decision = result.explanation
+            if not isinstance(decision, Decision):
+                continue
+            stamp = f"{rfc3339(report_pass.time)} "
+            if decision.outcome == Outcome.PREEMPT and decision.victims:
+                acted.append([stamp + decision.explain()[0], *decision.explain()[1:]])
+            last[decision.preemptor] = (report_pass.time, decision)
+    for when, decision in last.values():
+        if decision.outcome == Outcome.CANNOT_HELP and still_pending & set(decision.pending):
+            lines = decision.explain()
+            acted.append([f"{rfc3339(when)} {lines[0]}", *lines[1:]])
+    return acted
+
+
 def _capped(table: Table, rows: list[list[str]]) -> Table:
     for row in rows[:TEXT_ROWS]:
         table.add_row(*row)
@@ -78,7 +103,13 @@ def _capped(table: Table, rows: list[list[str]]) -> Table:
     return table
 
 
-def render_text(report: dict[str, Any], out: TextIO, started: datetime, ended: datetime) -> None:
+def render_text(
+    report: dict[str, Any],
+    out: TextIO,
+    started: datetime,
+    ended: datetime,
+    decisions: list[list[str]] | None = None,
+) -> None:
     console = Console(file=out, width=160, soft_wrap=False)
     console.print(
         f"Simulated {rfc3339(started)} .. {rfc3339(ended)}: {len(report['bindings'])} bound, "
@@ -97,6 +128,11 @@ def render_text(report: dict[str, Any], out: TextIO, started: datetime, ended: d
             for p in report["preemptions"]
         ]
         console.print(_capped(preempted, rows))
+    if decisions:
+        console.print("Preemption decisions", style="bold")
+        for lines in decisions[:TEXT_ROWS]:
+            for line in lines:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
     waiting = Table(title="Pending")
     for column in ("pod", "reason", "message"):
         waiting.add_column(column, overflow="fold")

@@ -302,3 +302,29 @@ def test_retry_clears_a_nomination_that_no_longer_fits(capsys: pytest.CaptureFix
     report = simulate(capsys, tmp_path, objects, "-o", "json")
     assert {p["victim"] for p in report["preemptions"]} == {"default/low-2"}
     assert {b["pod"]: b["node"] for b in report["bindings"]} == {"default/urgent": "n2"}
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str) -> str:
+    argv = ["simulate", str(EXAMPLES / name), "--now", "2026-11-22T12:00:00Z", "-o", output]
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_text_output_explains_each_decision(capsys: pytest.CaptureFixture[str]) -> None:
+    text = run_example(capsys, "preemption-pdb.yaml", "text")
+    assert "preemptor ops/urgent (priority 1000): preempting 1 unit(s)" in text
+    assert "victim batch/report (priority 10) on node-b" in text
+    assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in text
+    assert "preemptor ops/huge (priority 1000): no node fits the pod even after preempting" in text
+
+
+def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.CaptureFixture[str]) -> None:
+    report = json.loads(run_example(capsys, "preemption-gang-over-pods.yaml", "json"))
+    assert {p["victim"] for p in report["preemptions"]} == {"batch/batch-1", "batch/batch-2"}
+    assert {b["pod"] for b in report["bindings"]} == {"ml/train-0", "ml/train-1", "ml/train-2"}
+    text = run_example(capsys, "preemption-gang-over-pods.yaml", "text")
+    assert "spared batch/notebook (priority 10) by WorkloadPreemption: Reprieved" in text
+    assert "spared dev/dev-1 (priority 100) by WorkloadPreemption: AboveBinarySearchBound" in text
