@@ -1,0 +1,361 @@
+"""The chart renders valid, secure manifests whose webhook, RBAC and certificates match the code."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.verification import PolicyBuilder, Store
+
+from certs.controller import settings_from_env
+from scheduler.api.config import SchedulerConfiguration
+from tests.chart.conftest import CHART, NAMESPACE, Helm
+from webhook.app import create_app
+from webhook.rules.lookups import MemoryLookups
+
+VALUE_SETS = [None, *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
+KUBERNETES_VERSIONS = ["1.30.0", "1.37.0"]
+# Kinds of other projects' CRDs (cert-manager, Prometheus Operator): kubernetes-validate has no schema for them.
+FOREIGN_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
+Doc = dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def rendered(helm: Helm) -> dict[str | None, list[Doc]]:
+    return {values: helm.template(values) for values in VALUE_SETS}
+
+
+def _of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _one(docs: list[Doc], kind: str, name_suffix: str = "") -> Doc:
+    found = [d for d in _of_kind(docs, kind) if d["metadata"]["name"].endswith(name_suffix)]
+    assert len(found) == 1, f"expected one {kind} named *{name_suffix}, found {len(found)}"
+    return found[0]
+
+
+def _pod_specs(docs: list[Doc]) -> list[tuple[str, Doc]]:
+    return [
+        (f"{d['kind']}/{d['metadata']['name']}", d["spec"]["template"]["spec"])
+        for d in docs
+        if d["kind"] in ("Deployment", "Job")
+    ]
+
+
+def _env(container: Doc) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_helm_lint_strict(helm: Helm, values: str | None) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    if values:
+        args += ["--values", str(CHART / "ci" / values)]
+    done = helm.run(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_every_manifest_validates_against_kubernetes(
+    rendered: dict[str | None, list[Doc]], values: str | None, version: str
+) -> None:
+    checked = 0
+    for doc in rendered[values]:
+        if doc["kind"] in FOREIGN_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{doc['kind']}/{doc['metadata']['name']} on {version}: {err.message} at {err.path}")
+        checked += 1
+    assert checked >= 20
+
+
+def test_values_outside_the_schema_are_refused(helm: Helm) -> None:
+    for bad, want in [
+        ("certificates.mode=vault", "certificates.mode must be one of"),
+        ("webhook.failurePolicy.pods=Retry", "webhook.failurePolicy.pods must be one of"),
+        ("webhook.timeoutSeconds=60", "webhook.timeoutSeconds"),
+        ("scheduler.minRuntime.preempt=ten minutes", "scheduler.minRuntime.preempt"),
+        ("webhook.replicaz=3", "Additional property replicaz is not allowed"),
+    ]:
+        done = helm.run("template", "phalanx", str(CHART), "--set", bad)
+        assert done.returncode != 0 and want in done.stderr, (bad, done.stderr)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_pods_run_locked_down_with_requests(rendered: dict[str | None, list[Doc]], values: str | None) -> None:
+    specs = _pod_specs(rendered[values])
+    assert specs
+    for name, spec in specs:
+        pod_sc = spec["securityContext"]
+        assert pod_sc["runAsNonRoot"] is True, name
+        assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            assert sc["runAsNonRoot"] is True, name
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"], name
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_webhook_is_highly_available(rendered: dict[str | None, list[Doc]], values: str | None) -> None:
+    docs = rendered[values]
+    deploy = _one(docs, "Deployment", "-webhook")
+    assert deploy["spec"]["replicas"] >= 2
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    pdb = _one(docs, "PodDisruptionBudget", "-webhook")
+    assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    anti = deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+
+
+def test_webhook_paths_are_the_paths_the_webhook_serves(rendered: dict[str | None, list[Doc]]) -> None:
+    app = create_app(MemoryLookups())
+    served = {rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or set())}
+    for values, docs in rendered.items():
+        service = _one(docs, "Service", "-webhook")
+        for kind, want_path in (
+            ("MutatingWebhookConfiguration", "/mutate"),
+            ("ValidatingWebhookConfiguration", "/validate"),
+        ):
+            for hook in _one(docs, kind)["webhooks"]:
+                ref = hook["clientConfig"]["service"]
+                assert ref["path"] == want_path and ref["path"] in served, (values, hook["name"])
+                assert (ref["name"], ref["namespace"], ref["port"]) == (service["metadata"]["name"], NAMESPACE, 443)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_webhook_configurations_follow_the_admission_contract(
+    rendered: dict[str | None, list[Doc]], values: str | None
+) -> None:
+    docs = rendered[values]
+    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())
+    if values:
+        overrides = yaml.safe_load((CHART / "ci" / values).read_text())
+        chart_values["webhook"]["failurePolicy"].update(overrides.get("webhook", {}).get("failurePolicy", {}))
+    policy_key = {"pods": "pods", "podgroups": "podGroups", "workloads": "workloads", "queues": "queues"}
+    policy_key["priorityclasses"] = "priorityClasses"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in _one(docs, kind)["webhooks"]:
+            assert hook["sideEffects"] == "None"
+            assert hook["admissionReviewVersions"] == ["v1"]
+            assert hook["timeoutSeconds"] == 5
+            excluded = hook["namespaceSelector"]["matchExpressions"][0]
+            assert excluded["key"] == "kubernetes.io/metadata.name" and excluded["operator"] == "NotIn"
+            assert {"kube-system", NAMESPACE} <= set(excluded["values"])
+            resources = {r for rule in hook["rules"] for r in rule["resources"]}
+            assert len(resources) == 1, "one resource per webhook, so each has its own failurePolicy"
+            (resource,) = resources
+            assert hook["failurePolicy"] == chart_values["webhook"]["failurePolicy"][policy_key[resource]]
+            if resource == "pods":
+                assert hook["objectSelector"] == {
+                    "matchExpressions": [{"key": "scheduling.phalanx.dev/pod-group", "operator": "Exists"}]
+                }
+            else:
+                assert "objectSelector" not in hook
+
+
+def test_default_failure_policies(rendered: dict[str | None, list[Doc]]) -> None:
+    hooks = _one(rendered[None], "ValidatingWebhookConfiguration")["webhooks"]
+    policies = {h["rules"][0]["resources"][0]: h["failurePolicy"] for h in hooks}
+    assert policies == {
+        "pods": "Fail",
+        "podgroups": "Fail",
+        "workloads": "Fail",
+        "queues": "Fail",
+        "priorityclasses": "Ignore",
+    }
+
+
+def _rules(docs: list[Doc], kind: str, suffix: str) -> set[tuple[str, str, str, str]]:
+    """(apiGroup, resource, verb, resourceName or '') for every grant of one role."""
+    grants = set()
+    for rule in _one(docs, kind, suffix)["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        grants.add((group, resource, verb, name))
+    return grants
+
+
+def _grants(group: str, resources: str, verbs: str, name: str = "") -> set[tuple[str, str, str, str]]:
+    return {(group, r, v, name) for r in resources.split() for v in verbs.split()}
+
+
+WANT_SCHEDULER_CLUSTER = (
+    _grants("", "pods", "get list watch patch delete")
+    | _grants("", "pods/binding", "create")
+    | _grants("", "pods/status", "patch")
+    | _grants("", "nodes", "get list watch")
+    | _grants("scheduling.k8s.io", "priorityclasses", "get list watch")
+    | _grants("policy", "poddisruptionbudgets", "get list watch")
+    | _grants("scheduling.phalanx.dev", "podgroups workloads queues", "get list watch")
+    | _grants("scheduling.phalanx.dev", "podgroups podgroups/status", "patch")
+    | _grants("events.k8s.io", "events", "create patch")
+)
+WANT_SCHEDULER_NAMESPACED = _grants("coordination.k8s.io", "leases", "create") | _grants(
+    "coordination.k8s.io", "leases", "get update", "phalanx-scheduler"
+)
+WANT_WEBHOOK_CLUSTER = _grants("scheduling.k8s.io", "priorityclasses", "get list watch") | _grants(
+    "scheduling.phalanx.dev", "workloads queues", "get list watch"
+)
+WANT_WEBHOOK_CERTIFICATES = _grants(
+    "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get update patch", "phalanx-mutating"
+) | _grants("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get update patch", "phalanx-validating")
+WANT_WEBHOOK_NAMESPACED = _grants("", "secrets", "create") | _grants("", "secrets", "get update", "phalanx-webhook-tls")
+
+
+@pytest.mark.parametrize(
+    ("values", "want_webhook_cluster", "want_webhook_role"),
+    [
+        pytest.param(None, WANT_WEBHOOK_CLUSTER | WANT_WEBHOOK_CERTIFICATES, True, id="self-managed manages caBundle"),
+        pytest.param("helm-certs-values.yaml", WANT_WEBHOOK_CLUSTER, False, id="helm certificates: lookups only"),
+        pytest.param("cert-manager-values.yaml", WANT_WEBHOOK_CLUSTER, False, id="cert-manager: lookups only"),
+    ],
+)
+def test_rbac_grants_exactly_what_each_component_uses(
+    rendered: dict[str | None, list[Doc]],
+    values: str | None,
+    want_webhook_cluster: set[tuple[str, str, str, str]],
+    want_webhook_role: bool,
+) -> None:
+    docs = rendered[values]
+    assert _rules(docs, "ClusterRole", "phalanx-scheduler") == WANT_SCHEDULER_CLUSTER
+    assert _rules(docs, "Role", "phalanx-scheduler") == WANT_SCHEDULER_NAMESPACED
+    assert _rules(docs, "ClusterRole", "phalanx-webhook") == want_webhook_cluster
+    roles = [r for r in _of_kind(docs, "Role") if r["metadata"]["name"] == "phalanx-webhook"]
+    if want_webhook_role:
+        assert _rules(docs, "Role", "phalanx-webhook") == WANT_WEBHOOK_NAMESPACED
+    else:
+        assert roles == []
+    for kind in ("ClusterRole", "Role"):
+        for role in _of_kind(docs, kind):
+            for rule in role["rules"]:
+                for key in ("apiGroups", "resources", "verbs"):
+                    assert "*" not in rule[key], f"{kind}/{role['metadata']['name']}: wildcard in {key}"
+
+
+def test_self_managed_env_is_what_the_certificate_controller_reads(rendered: dict[str | None, list[Doc]]) -> None:
+    container = _one(rendered[None], "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]
+    settings = settings_from_env(_env(container), cert_file=Path("/certs/tls.crt"), key_file=Path("/certs/tls.key"))
+
+    assert settings is not None
+    assert settings.namespace == NAMESPACE
+    assert settings.service == _one(rendered[None], "Service", "-webhook")["metadata"]["name"]
+    assert (
+        settings.mutating_webhook_configuration
+        == _one(rendered[None], "MutatingWebhookConfiguration")["metadata"]["name"]
+    )
+    assert (
+        settings.validating_webhook_configuration
+        == _one(rendered[None], "ValidatingWebhookConfiguration")["metadata"]["name"]
+    )
+    assert (settings.secret_name, settings.key_type, settings.days) == ("phalanx-webhook-tls", "ecdsa", 365)
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["certs"]["mountPath"] == "/certs" and mounts["certs"]["readOnly"] is False
+    assert not _of_kind(rendered[None], "Secret"), "the webhook creates its Secret; Helm must not own it"
+
+
+def test_helm_mode_secret_and_ca_bundle_form_a_valid_chain(rendered: dict[str | None, list[Doc]]) -> None:
+    docs = rendered["helm-certs-values.yaml"]
+    secret = _one(docs, "Secret", "-webhook-tls")
+    ca_pem = base64.b64decode(secret["data"]["ca.crt"])
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    verifier = (
+        PolicyBuilder()
+        .store(Store([x509.load_pem_x509_certificate(ca_pem)]))
+        .build_server_verifier(x509.DNSName(f"phalanx-webhook.{NAMESPACE}.svc"))
+    )
+    verifier.verify(leaf, [])
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in _one(docs, kind)["webhooks"]:
+            assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+    deploy = _one(docs, "Deployment", "-webhook")
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["certs"]["secret"]["secretName"] == secret["metadata"]["name"]
+    assert "PHALANX_CERT_MODE" not in _env(deploy["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_cert_manager_mode_issues_a_certificate_and_injects_its_ca(rendered: dict[str | None, list[Doc]]) -> None:
+    docs = rendered["cert-manager-values.yaml"]
+    certificate = _one(docs, "Certificate")
+    assert certificate["spec"]["secretName"] == "phalanx-webhook-tls"
+    assert f"phalanx-webhook.{NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"] == {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert not _of_kind(docs, "Issuer"), "an existing issuer is used as given"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        config = _one(docs, kind)
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/phalanx-webhook"
+        assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
+    assert _one(docs, "ServiceMonitor")["metadata"]["labels"]["release"] == "prometheus"
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        pytest.param(
+            None,
+            {"schedulerName": "phalanx-scheduler", "gate": "scheduling.phalanx.dev/gang", "preempt": "0s"},
+            id="defaults",
+        ),
+        pytest.param(
+            "production-values.yaml",
+            {"schedulerName": "gang-scheduler", "gate": "example.com/gang", "preempt": "10m"},
+            id="production overrides",
+        ),
+    ],
+)
+def test_scheduler_configuration_parses_into_the_model(
+    rendered: dict[str | None, list[Doc]], values: str | None, want: dict[str, str]
+) -> None:
+    docs = rendered[values]
+    config = SchedulerConfiguration.model_validate(
+        yaml.safe_load(_one(docs, "ConfigMap", "-scheduler")["data"]["config.yaml"])
+    )
+    assert config.model_extra == {}, "every rendered key is a field of SchedulerConfiguration"
+    assert (config.scheduler_name, config.gate_name, config.min_runtime.preempt) == (
+        want["schedulerName"],
+        want["gate"],
+        want["preempt"],
+    )
+    assert config.leader_election.leader_elect is True
+    assert config.leader_election.resource_name == "phalanx-scheduler"
+    assert config.leader_election.resource_namespace == NAMESPACE
+    webhook_args = _one(docs, "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--scheduler-name={config.scheduler_name}" in webhook_args
+    assert f"--gate-name={config.gate_name}" in webhook_args
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_container_args_parse_with_the_phalanx_cli(rendered: dict[str | None, list[Doc]], values: str | None) -> None:
+    """Each container's args are accepted by the subcommand it runs (the image's entrypoint is `phalanx`)."""
+    for name, spec in _pod_specs(rendered[values]):
+        for container in spec["containers"]:
+            args = container["args"]
+            try:
+                module = importlib.import_module(f"phalanx.commands.{args[0]}")
+            except ModuleNotFoundError:
+                continue  # that subcommand is not written yet
+            parser = argparse.ArgumentParser(prog="phalanx", exit_on_error=False)
+            module.register(parser.add_subparsers(dest="command"))
+            try:
+                parser.parse_args(args)
+            except (argparse.ArgumentError, SystemExit) as err:
+                pytest.fail(f"{name}: phalanx {' '.join(args)}: {err}")
