@@ -189,11 +189,16 @@ class Scheduler:
             for pod, row in trial:
                 snapshot.forget(pod, row)
                 memo.changed(row)
-            gang = unschedulable(
-                f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
-            )
-            failures = {m.key: failures.get(m.key, (gang, None)) for m in unit.members}
-            failures = {k: (gang, v) for k, (_, v) in failures.items()}
+            gang = f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed."
+            failures = {
+                m.key: (
+                    unschedulable(f"{gang} {failures[m.key][0].message()}")
+                    if m.key in failures
+                    else unschedulable(gang),
+                    failures[m.key][1] if m.key in failures else None,
+                )
+                for m in unit.members
+            }
             trial = []
         for pod, row in trial:
             self._bind(pod, row, snapshot, report, placed)

@@ -26,6 +26,11 @@ from tests.builders import EPOCH
 @dataclass
 class Outcome:
     report: dict[str, Any]
+    objects: ClusterObjects
+
+    def gates(self, pod: str) -> list[str]:
+        key = pod if "/" in pod else f"default/{pod}"
+        return [g.name for g in self.objects.pods[key].spec.scheduling_gates]
 
     def node_of(self, pod: str) -> str | None:
         key = pod if "/" in pod else f"default/{pod}"
@@ -60,4 +65,5 @@ def run(
     *objects: ApiModel, config: SchedulerConfiguration | None = None, now: datetime = EPOCH, all_pending: bool = False
 ) -> Outcome:
     scenario = Scenario(cluster_of(list(objects)), config or SchedulerConfiguration(), [])
-    return Outcome(build_report(simulate(scenario, now, all_pending=all_pending)))
+    result = simulate(scenario, now, all_pending=all_pending)
+    return Outcome(build_report(result), result.cluster.objects())

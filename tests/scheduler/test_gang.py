@@ -1,0 +1,118 @@
+"""Gang scheduling all-or-nothing, basic groups, and the scheduling gates around them."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.api.config import DEFAULT_GATE_NAME
+from tests.builders import make_node, make_pod, make_podgroup
+from tests.scheduler.scenario import run
+
+FOREIGN = "example.com/quota-check"
+
+
+def members(count: int, cpu: str = "4", group: str = "train") -> list[object]:
+    return [make_pod(f"{group}-{i}").req(cpu=cpu).group(group).obj() for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "nodes", "want_bound", "want_message"),
+    [
+        pytest.param(("gang", 4), 4, 4, "", id="gang binds when every member fits"),
+        pytest.param(
+            ("gang", 4), 3, 0, "gang default/train needs 4 members, 3 can be placed", id="gang short of one binds none"
+        ),
+        pytest.param(("gang", 2), 3, 3, "", id="gang above minCount binds every member that fits"),
+        pytest.param(("basic", 0), 3, 3, "", id="basic group binds what fits"),
+    ],
+)
+def test_gang_all_or_nothing(policy: tuple[str, int], nodes: int, want_bound: int, want_message: str) -> None:
+    group = make_podgroup("train")
+    group = group.gang(policy[1]) if policy[0] == "gang" else group.basic()
+    node_objs = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(nodes)]
+    outcome = run(*node_objs, group.obj(), *members(4))
+    assert len(outcome.bound) == want_bound
+    if want_message:
+        for i in range(4):
+            reason, message = outcome.pending(f"train-{i}") or ("", "")
+            assert reason == "Unschedulable"
+            assert message.startswith(want_message)
+
+
+def test_gang_never_partially_bound_when_members_compete() -> None:
+    """Two gangs of 3 on room for 4 pods: the first (older) gang binds whole, the second not at all."""
+    nodes = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(4)]
+    a = make_podgroup("a").gang(3).obj()
+    b = make_podgroup("b").gang(3).obj()
+    outcome = run(*nodes, a, b, *members(3, group="a"), *members(3, group="b"))
+    assert sorted(outcome.bound) == ["default/a-0", "default/a-1", "default/a-2"]
+
+
+@pytest.mark.parametrize(
+    ("pods", "group", "want_reason", "want_message", "want_gates"),
+    [
+        pytest.param(
+            [make_pod("train-0").group("train").gate(DEFAULT_GATE_NAME)],
+            make_podgroup("train").gang(2),
+            "WaitingForGang",
+            "1/2 members exist, gang needs 2",
+            [DEFAULT_GATE_NAME],
+            id="our gate stays until minCount members exist",
+        ),
+        pytest.param(
+            [make_pod("train-0").group("train").gate(DEFAULT_GATE_NAME)],
+            None,
+            "WaitingForGang",
+            "PodGroup default/train does not exist yet",
+            [DEFAULT_GATE_NAME],
+            id="our gate stays until the PodGroup exists",
+        ),
+        pytest.param(
+            [make_pod("train-0").group("train").gate(FOREIGN), make_pod("train-1").group("train")],
+            make_podgroup("train").gang(2),
+            "SchedulingGated",
+            f"waiting for scheduling gates: {FOREIGN}",
+            [FOREIGN],
+            id="foreign gate is never removed",
+        ),
+        pytest.param(
+            [make_pod("train-0").group("train").gate(DEFAULT_GATE_NAME, FOREIGN), make_pod("train-1").group("train")],
+            make_podgroup("train").gang(2),
+            "SchedulingGated",
+            f"waiting for scheduling gates: {FOREIGN}",
+            [FOREIGN],
+            id="ready gang loses our gate and keeps the foreign one",
+        ),
+        pytest.param(
+            [make_pod("solo").gate(FOREIGN)], None, "SchedulingGated", f"waiting for scheduling gates: {FOREIGN}",
+            [FOREIGN], id="lone pod with a foreign gate is parked",
+        ),
+    ],
+)  # fmt: skip
+def test_gates(pods: list[object], group: object, want_reason: str, want_message: str, want_gates: list[str]) -> None:
+    objects = [make_node("n1").obj(), *(p.req(cpu="1").obj() for p in pods)]  # type: ignore[attr-defined]
+    if group is not None:
+        objects.append(group.obj())  # type: ignore[attr-defined]
+    outcome = run(*objects)
+    first = pods[0].raw["metadata"]["name"]  # type: ignore[attr-defined]
+    assert outcome.pending(first) == (want_reason, want_message)
+    assert outcome.gates(first) == want_gates
+
+
+def test_ready_gang_loses_our_gate_and_binds() -> None:
+    pods = [make_pod(f"train-{i}").req(cpu="1").group("train").gate(DEFAULT_GATE_NAME).obj() for i in range(3)]
+    outcome = run(make_node("n1").obj(), make_podgroup("train").gang(3).obj(), *pods)
+    assert len(outcome.bound) == 3
+    assert all(outcome.gates(f"train-{i}") == [] for i in range(3))
+
+
+def test_gated_member_holds_back_the_gang() -> None:
+    """A gang needing every member cannot bind while one of them is held by a foreign gate."""
+    pods = [
+        make_pod("train-0").req(cpu="1").group("train").gate(FOREIGN).obj(),
+        make_pod("train-1").req(cpu="1").group("train").obj(),
+    ]
+    outcome = run(make_node("n1").obj(), make_podgroup("train").gang(2).obj(), *pods)
+    assert outcome.bound == {}
+    reason, message = outcome.pending("train-1") or ("", "")
+    assert (reason, message.split(".")[0]) == ("Unschedulable", "gang default/train needs 2 members, 1 can be placed")
