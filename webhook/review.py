@@ -82,7 +82,8 @@ def _parse(body: bytes) -> dict[str, Any]:
         raise BadRequest("request: Required value: an AdmissionReview must carry a request object")
     if not isinstance(request.get("uid"), str) or not request["uid"]:
         raise BadRequest("request.uid: Required value: must be a non-empty string")
-    if request.get("operation") not in OPERATIONS:
+    operation = request.get("operation")
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise BadRequest(f"request.operation: Unsupported value: {json.dumps(request.get('operation'))}")
     gvk = request.get("kind")
     if not isinstance(gvk, dict) or not all(isinstance(gvk.get(k, ""), str) for k in ("group", "version", "kind")):
