@@ -5,7 +5,8 @@ is held against lower-priority pods), then mark each victim pod with a `Disrupti
 (`PreemptionByScheduler`), record a `Preempted` event naming the preemptor, and delete it with its
 grace period; a preempted PodGroup gets the `DisruptionTarget` condition too. The members bind on a
 later cycle, once the victims are gone. Every step is idempotent (a pod already being deleted is
-skipped, an unchanged nomination is not rewritten), so a restarted scheduler can replay a decision.
+skipped, an unchanged nomination is not rewritten, and both are read from the cluster's current
+view, not from the snapshot the decision was made on), so a restarted scheduler can replay it.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ class PreemptionActuator:
 
     def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None:
         """Nominate, then mark and delete every victim; an empty node name clears a stale nomination."""
+        pods = self.cluster.objects().pods
         for member in unit.members:
-            if member.key not in result.nominations:
+            current = pods.get(member.key)
+            if member.key not in result.nominations or current is None:
                 continue
             node = result.nominations[member.key] or None
-            if member.pod.status.nominated_node_name != node:
-                self.cluster.set_nominated_node(member.pod, node)
+            if current.status.nominated_node_name != node:
+                self.cluster.set_nominated_node(current, node)
                 log.info("member nominated", pod=member.key, node=node, preemptor=unit.key)
         if not result.victims:
             return
@@ -53,12 +56,17 @@ class PreemptionActuator:
         kind = "PodGroup" if unit.is_group else "Pod"
         for victim in result.victims:
             for info in victim.pods:
-                if info.pod.metadata.deletion_timestamp is not None:
+                pod = pods.get(info.key)
+                if (
+                    pod is None
+                    or pod.metadata.deletion_timestamp is not None
+                    or pod.metadata.uid != info.pod.metadata.uid
+                ):
                     continue
-                self.cluster.set_pod_condition(info.pod, condition)
+                self.cluster.set_pod_condition(pod, condition)
                 note = f"Preempted by {kind} {unit.key} on node {info.node_name}"
-                self.cluster.record_event(info.pod, "Normal", "Preempted", note, related=preemptor)
-                self.cluster.delete_pod(info.pod, None)
+                self.cluster.record_event(pod, "Normal", "Preempted", note, related=preemptor)
+                self.cluster.delete_pod(pod, None)
                 log.info(
                     "victim preempted",
                     victim=info.key,
@@ -66,7 +74,8 @@ class PreemptionActuator:
                     node=info.node_name,
                     priority=victim.priority,
                 )
-            if victim.is_group and victim.group is not None:
-                marked = any(c.type == DISRUPTION_TARGET and c.status == "True" for c in victim.group.status.conditions)
+            group = self.cluster.objects().pod_groups.get(victim.key) if victim.is_group else None
+            if group is not None:
+                marked = any(c.type == DISRUPTION_TARGET and c.status == "True" for c in group.status.conditions)
                 if not marked:
-                    self.cluster.set_pod_group_condition(victim.group, condition)
+                    self.cluster.set_pod_group_condition(group, condition)
