@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from scheduler.api.meta import ApiModel
 from scheduler.api.pod_group import API_VERSION, GROUP, NATIVE_API_VERSION
@@ -23,7 +23,8 @@ from webhook.rules.priority_class import validate_priority_class_create, validat
 from webhook.rules.queue import validate_queue_create, validate_queue_update
 from webhook.rules.workload import default_workload, validate_workload_create, validate_workload_update
 
-T = TypeVar("T", ApiModel, dict[str, Any])
+T = TypeVar("T")
+M = TypeVar("M", bound=ApiModel)
 
 
 class Kind(Enum):
@@ -100,7 +101,15 @@ def validate(
     return []
 
 
-def admit(obj: T, lookups: Lookups, settings: PodSettings = DEFAULT_SETTINGS) -> Admitted[T]:
+@overload
+def admit(obj: M, lookups: Lookups, settings: PodSettings = ...) -> Admitted[M]: ...
+
+
+@overload
+def admit(obj: dict[str, Any], lookups: Lookups, settings: PodSettings = ...) -> Admitted[dict[str, Any]]: ...
+
+
+def admit(obj: ApiModel | dict[str, Any], lookups: Lookups, settings: PodSettings = DEFAULT_SETTINGS) -> Admitted[Any]:
     """Default then validate a new object; raises `Denied` with every error, like a refused CREATE.
 
     A model comes back as a model of the same class, a dict as a dict; kinds we do not handle come

@@ -126,7 +126,9 @@ def _served_serial(webhook: Webhook, ca_file: Path) -> int:
     try:
         conn.request("GET", "/healthz")
         conn.getresponse().read()
-        der = conn.sock.getpeercert(binary_form=True)  # type: ignore[union-attr]
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        der = conn.sock.getpeercert(binary_form=True)
+        assert der is not None
     finally:
         conn.close()
     return x509.load_der_x509_certificate(der).serial_number
