@@ -235,8 +235,7 @@ class ApiServer:
             api = server
             generation = server._generation
 
-        http = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        http.daemon_threads = True
+        http = _HTTPServer(("127.0.0.1", self.port), Handler)
         self.port = http.server_address[1]
         self._http = http
         self._thread = threading.Thread(
@@ -671,6 +670,14 @@ def _matches(obj: Obj, namespace: str, label_selector: str, field_selector: str)
         if ((current or "") == value.strip()) == negate:
             return False
     return True
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients dropping connections (timeouts, restarts, killed schedulers) are routine here."""
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -380,6 +380,8 @@ class KubeCluster:
                 return
             raise
         self._remember_pod(response)
+        if (condition.type, condition.status, condition.reason) == ("PodScheduled", "False", "Unschedulable"):
+            self.record_event(current, "Warning", "FailedScheduling", condition.message or "")
 
     def _current_group(self, group: PodGroup) -> PodGroup:
         key = _key(group)
