@@ -31,6 +31,7 @@ class SchedulingQueue:
         self._max = max_backoff_seconds
         self._parked: dict[str, _Parked] = {}
         self.gated: set[str] = set()
+        self._failed_this_pass: set[str] = set()
         self._fingerprint = 0
 
     def _backoff_until(self, parked: _Parked) -> datetime:
@@ -57,13 +58,22 @@ class SchedulingQueue:
         previous = self._parked.get(unit.key)
         attempts = previous.attempts + 1 if previous else 1
         self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
+        self._failed_this_pass.add(unit.key)
 
     def settle(self, fingerprint: int) -> None:
-        """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after."""
+        """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after.
+
+        Units that failed during the pass saw only less room appear after them (lower priorities
+        placed later), so they are parked against the final state too.
+        """
+        for key in self._failed_this_pass:
+            self._parked[key].fingerprint = fingerprint
+        self._failed_this_pass.clear()
         self._fingerprint = fingerprint
 
     def done(self, unit: SchedulingUnit) -> None:
         self._parked.pop(unit.key, None)
+        self._failed_this_pass.discard(unit.key)
 
     def pools(self) -> dict[str, int]:
         """Sizes of the backoff, unschedulable and gated pools after the last pass."""

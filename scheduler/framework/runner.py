@@ -189,7 +189,9 @@ class Scheduler:
             for pod, row in trial:
                 snapshot.forget(pod, row)
                 memo.changed(row)
-            gang = f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed."
+            gang = f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
+            held_back = len(snapshot.members.get(unit.key, ())) - already - len(unit.members)
+            gang += f" ({held_back} held back by scheduling gates)." if held_back > 0 else "."
             failures = {
                 m.key: (
                     unschedulable(f"{gang} {failures[m.key][0].message()}")
