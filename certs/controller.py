@@ -1,13 +1,16 @@
 """In-cluster certificate management: the Secret, `caBundle` and the files the webhook serves.
 
-Each webhook replica runs one `CertificateController`. A sync reads the Secret, applies at most
-one `certs.rotation` step per attempt and writes it back with the resourceVersion it read; on
-409 Conflict (or AlreadyExists when two replicas start together) it re-reads and adopts what
-the other replica wrote. It then copies the Secret's CA bundle into `caBundle` of every webhook
-of our two configurations (also undoing a `helm upgrade` that re-applied them) and writes
-tls.crt/tls.key/ca.crt atomically into the directory gunicorn reads them from (an emptyDir, the
-root filesystem being read-only): gunicorn's sync and gthread workers build their SSL context
-per connection, so a renewed certificate is served without a restart.
+Each webhook replica runs one `CertificateController`; `phalanx webhook` builds its settings with
+`settings_from_env` (the chart's `PHALANX_CERT_*` variables) and calls `start()` before serving.
+
+A sync reads the Secret, applies at most one `certs.rotation` step per attempt and writes it back
+with the resourceVersion it read; on 409 Conflict (or AlreadyExists when two replicas start
+together) it re-reads and adopts what the other replica wrote. It then copies the Secret's CA
+bundle into `caBundle` of every webhook of our two configurations (also undoing a `helm upgrade`
+that re-applied them) and writes tls.crt/tls.key/ca.crt atomically into the directory gunicorn
+reads them from (an emptyDir, the root filesystem being read-only): gunicorn's sync and gthread
+workers build their SSL context per connection, so a renewed certificate is served without a
+restart.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import structlog
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from certs.authority import KeyType
@@ -256,22 +259,6 @@ def _set_ca_bundle(
         w.client_config.ca_bundle = wanted
     write(obj)
     log.info("caBundle injected", name=name, webhooks=len(webhooks))
-
-
-def start_certificate_rotation(
-    settings: RotationSettings, *, api_client: client.ApiClient | None = None, clock: Clock = system_clock
-) -> CertificateController:
-    """Entry point for `phalanx webhook`: certificate files ready on return, renewed in background.
-
-    Without `api_client` it uses the pod's in-cluster credentials. Raises (so the pod restarts)
-    when the first sync fails; later failures are logged and retried every resync.
-    """
-    if api_client is None:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
-    controller = CertificateController(settings, api_client, clock)
-    controller.start()
-    return controller
 
 
 def _state_from_secret(secret: client.V1Secret) -> CertificateState | None:
