@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import datetime as dt
 import json
+import socket
+import ssl
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.verification import PolicyBuilder, Store
 from kubernetes import config
 
@@ -30,8 +35,8 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 class Clock:
     """Shared by every replica of a test, moved by hand."""
 
-    def __init__(self) -> None:
-        self.now = T0
+    def __init__(self, start: dt.datetime = T0) -> None:
+        self.now = start
 
     def __call__(self) -> dt.datetime:
         return self.now
@@ -285,3 +290,66 @@ def test_settings_from_env_rejects_incomplete_chart_env(environ: dict[str, str],
     else:
         with pytest.raises(ValueError, match=want):
             settings_from_env(environ, **paths)
+
+
+def _handshake(cert_dir: Path, ca_bundle: bytes) -> x509.Certificate:
+    """Serve cert_dir's files over TLS as gunicorn would and connect the way the apiserver does."""
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    client_ctx = ssl.create_default_context(cadata=ca_bundle.decode())
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def accept() -> None:
+            conn, _ = listener.accept()
+            with contextlib.suppress(ssl.SSLError, OSError), server_ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(1)
+
+        acceptor = threading.Thread(target=accept)
+        acceptor.start()
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            client_ctx.wrap_socket(raw, server_hostname=f"phalanx-webhook.{NS}.svc") as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+        acceptor.join()
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
+
+
+def test_served_files_complete_a_tls_handshake_before_and_after_renewal(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # OpenSSL checks validity against the real time: issue two days ago, renew now
+    now = dt.datetime.now(dt.UTC)
+    clock = Clock(now - dt.timedelta(days=2))
+    replica = _replica(kubeconfig, tmp_path / "certs", clock, days=3)
+    replica.sync()
+    first = _handshake(tmp_path / "certs", _ca_bundles(cluster)[0])
+
+    clock.now = now
+    replica.sync()
+    second = _handshake(tmp_path / "certs", _ca_bundles(cluster)[0])
+
+    assert first.serial_number != second.serial_number, "a new connection gets the renewed certificate"
+    assert second.public_bytes(serialization.Encoding.PEM) == _secret(cluster)["tls.crt"]
+    assert sorted(p.name for p in (tmp_path / "certs").iterdir() if not p.name.startswith("..")) == [
+        "ca.crt",
+        "tls.crt",
+        "tls.key",
+    ]
+    assert len([p for p in (tmp_path / "certs").iterdir() if p.name.startswith("..certs-")]) == 1, "old copies removed"
+
+
+def test_background_loop_repairs_the_secret_until_stopped(cluster: ApiServer, kubeconfig: Path, tmp_path: Path) -> None:
+    replica = _replica(kubeconfig, tmp_path / "certs", Clock(), resync=dt.timedelta(seconds=0.1))
+    replica.start()
+    try:
+        cluster.delete("secrets", SECRET, namespace=NS)
+        deadline = time.monotonic() + 10
+        while cluster.get("secrets", SECRET, namespace=NS) is None:
+            assert time.monotonic() < deadline, "the loop did not recreate the Secret"
+            time.sleep(0.05)
+    finally:
+        replica.stop()
+    _assert_apiserver_trusts(cluster, tmp_path / "certs", T0)
