@@ -21,7 +21,6 @@ from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status, unschedulable
 from scheduler.preemption.candidates import build_candidates, is_terminating
 from scheduler.preemption.decision import Outcome
-from scheduler.preemption.search import search
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +53,7 @@ class WorkloadPreemption:
         candidates = build_candidates(
             unit, snapshot, state, self.victim_filters, self.validators, self.static_filters, min_count
         )
-        decision = search(candidates.search_input)
+        decision = candidates.decide()
         stale = {
             m.key: CLEAR for m in unit.members if m.pod.status.nominated_node_name and m.key not in decision.nominations
         }
