@@ -134,7 +134,10 @@ class SchedulerProcess:
             timeout = min(timeout, max(0.0, (wakeup - self.cluster.now()).total_seconds()))
         if self.elector is not None:
             timeout = min(timeout, self.elector.retry_period)
-        self.cluster.changed.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not stop.is_set() and not self.cluster.changed.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                break
         stop.wait(self.settle_seconds)
 
     def _record(self, scheduler: Scheduler, report: PassReport) -> None:
