@@ -213,8 +213,8 @@ WANT_SCHEDULER_CLUSTER = (
 WANT_SCHEDULER_NAMESPACED = _grants("coordination.k8s.io", "leases", "create") | _grants(
     "coordination.k8s.io", "leases", "get update", "phalanx-scheduler"
 )
-WANT_WEBHOOK_CLUSTER = _grants("scheduling.k8s.io", "priorityclasses", "get list watch") | _grants(
-    "scheduling.phalanx.dev", "workloads queues", "get list watch"
+WANT_WEBHOOK_CLUSTER = _grants("scheduling.k8s.io", "priorityclasses workloads podgroups", "get list watch") | _grants(
+    "scheduling.phalanx.dev", "workloads podgroups queues", "get list watch"
 )
 WANT_WEBHOOK_CERTIFICATES = _grants(
     "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get update patch", "phalanx-mutating"

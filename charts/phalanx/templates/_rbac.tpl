@@ -44,13 +44,16 @@ with the calls found in the code. Names are passed in (they depend on the releas
   verbs: [get, update]
 {{- end }}
 
-{{/* What admission looks up. */}}
+{{/*
+What admission looks up (webhook/lookups.py informers). The native scheduling.k8s.io/v1alpha2 kinds are
+watched when the cluster serves them; granting them on a cluster that does not is harmless.
+*/}}
 {{- define "phalanx.webhook.clusterRules" -}}
 - apiGroups: [scheduling.k8s.io]
-  resources: [priorityclasses]
+  resources: [priorityclasses, workloads, podgroups]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.phalanx.dev]
-  resources: [workloads, queues]
+  resources: [workloads, podgroups, queues]
   verbs: [get, list, watch]
 {{- end }}
 
