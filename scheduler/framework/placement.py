@@ -63,7 +63,7 @@ class PlacementMemo:
             entry = self._full(pod, state)
             self._entries[key] = entry
         elif entry.seen < len(self._changes):
-            rows = np.unique(np.fromiter(self._changes[entry.seen :], dtype=np.int64))
+            rows = np.array(sorted(set(self._changes[entry.seen :])), dtype=np.int64)
             if len(rows) * FULL_RECOMPUTE_SHARE > count:
                 entry = self._full(pod, state)
                 self._entries[key] = entry
@@ -98,9 +98,10 @@ class PlacementMemo:
     def _rows(self, rows: npt.NDArray[np.int64]) -> Snapshot:
         """A snapshot holding only `rows` of the node table (copies), for row-local plugins."""
         table = self.snapshot.nodes
+        picked = rows.tolist()
         sub = NodeTable(
-            names=tuple(table.names[r] for r in rows),
-            nodes=tuple(table.nodes[r] for r in rows),
+            names=tuple([table.names[r] for r in picked]),
+            nodes=tuple([table.nodes[r] for r in picked]),
             resources=table.resources,
             allocatable=table.allocatable[rows],
             requested=table.requested[rows],
@@ -110,7 +111,7 @@ class PlacementMemo:
             now=whole.now,
             nodes=sub,
             pods=whole.pods,
-            running=[whole.running[r] for r in rows],
+            running=[whole.running[r] for r in picked],
             groups=whole.groups,
             priority_classes=whole.priority_classes,
             pdbs=whole.pdbs,

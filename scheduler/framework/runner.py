@@ -248,7 +248,6 @@ class Scheduler:
             log.info("pod already bound", pod=pod.key)
         placed.add(pod.key)
         report.bindings.append(Binding(pod.key, node, snapshot.now))
-        log.debug("pod bound", pod=pod.key, node=node)
 
     def _post_filter(
         self,

@@ -115,4 +115,7 @@ def test_gated_member_holds_back_the_gang() -> None:
     outcome = run(make_node("n1").obj(), make_podgroup("train").gang(2).obj(), *pods)
     assert outcome.bound == {}
     reason, message = outcome.pending("train-1") or ("", "")
-    assert (reason, message.split(".")[0]) == ("Unschedulable", "gang default/train needs 2 members, 1 can be placed")
+    assert (reason, message.split(".")[0]) == (
+        "Unschedulable",
+        "gang default/train needs 2 members, 1 can be placed (1 held back by scheduling gates)",
+    )

@@ -122,7 +122,7 @@ class MemoryCluster:
         if node_name not in self._objects.nodes:
             raise LookupError(f"nodes {node_name}: NotFound")
         conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
-        conditions.append(Condition(type="PodScheduled", status="True", last_transition_time=self._now))
+        conditions.append(Condition.model_construct(type="PodScheduled", status="True", last_transition_time=self._now))
         self._objects.pods[pod.key] = current.model_copy(
             update={
                 "metadata": self._bump(current.metadata),
