@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from scheduler.preemption.decision import Outcome
-from scheduler.preemption.search import PreemptorInput, SearchInput, UnitInput, search
+from scheduler.preemption.search import PreemptorInput, SearchInput, Units, search
 
 PODS_PER_NODE = 10
 LEVELS = 10
@@ -30,9 +30,8 @@ def cluster(nodes: int) -> SearchInput:
     requests = np.tile(np.array([NODE_CPU // PODS_PER_NODE, 4096, 1], dtype=np.int64), (pods, 1))
     allocatable = np.tile(np.array([NODE_CPU, 4096 * PODS_PER_NODE, 110], dtype=np.int64), (nodes, 1))
     free = allocatable - PODS_PER_NODE * requests[:nodes]
-    units = tuple(
-        UnitInput(f"bench/p-{p}", 1000 * (int(pod_node[p]) % LEVELS), False, float(p % 997)) for p in range(pods)
-    )
+    keys = [f"bench/p-{p}" for p in range(pods)]
+    units = Units(keys, 1000 * (pod_node % LEVELS), np.zeros(pods, dtype=bool), (np.arange(pods) % 997).astype(float))
     member_request = np.array([NODE_CPU // 2, 4096 * 5, 1], dtype=np.int64)
     preemptor = PreemptorInput(
         key="bench/gang",
@@ -47,7 +46,7 @@ def cluster(nodes: int) -> SearchInput:
         node_names=names,
         free=free,
         units=units,
-        pod_keys=tuple(u.key for u in units),
+        pod_keys=tuple(keys),
         pod_unit=np.arange(pods, dtype=np.int64),
         pod_node=pod_node,
         pod_requests=requests,
@@ -67,7 +66,7 @@ def measure(nodes: int, repeat: int) -> tuple[float, float, int]:
     assert len(decision.nominations) == GANG
     assert {v.priority for v in decision.victims} == {0}, "victims must all be of the lowest class"
     times.sort()
-    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     return statistics.median(times) * 1000, p95 * 1000, len(decision.victims)
 
 

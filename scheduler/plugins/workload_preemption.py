@@ -19,7 +19,7 @@ from scheduler.framework.interfaces import FilterPlugin, PostFilterResult, Scena
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status, unschedulable
-from scheduler.preemption.candidates import build_candidates, is_terminating
+from scheduler.preemption.candidates import RunningPods, build_candidates, is_terminating, version
 from scheduler.preemption.decision import Outcome
 
 log = structlog.get_logger(__name__)
@@ -42,6 +42,13 @@ class WorkloadPreemption:
         self.victim_filters = tuple(victim_filters)
         self.validators = tuple(validators)
         self.static_filters = static_filters
+        self._columns: RunningPods | None = None
+
+    def _running(self, snapshot: Snapshot) -> RunningPods:
+        """Running pods as columns, rebuilt only when the snapshot changed (a cache, not cycle state)."""
+        if self._columns is None or self._columns.version != version(snapshot):
+            self._columns = RunningPods.of(snapshot)
+        return self._columns
 
     def post_filter(
         self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
@@ -51,7 +58,14 @@ class WorkloadPreemption:
         if waiting is not None:
             return PostFilterResult(status=unschedulable(waiting), nominations={})
         candidates = build_candidates(
-            unit, snapshot, state, self.victim_filters, self.validators, self.static_filters, min_count
+            unit,
+            snapshot,
+            self._running(snapshot),
+            state,
+            self.victim_filters,
+            self.validators,
+            self.static_filters,
+            min_count,
         )
         decision = candidates.decide()
         stale = {
@@ -62,8 +76,7 @@ class WorkloadPreemption:
             return PostFilterResult(
                 status=unschedulable(decision.message, until=decision.until), nominations=stale, explanation=decision
             )
-        by_key = {v.key: v for v in candidates.units}
-        victims = tuple(by_key[v.key] for v in decision.victims)
+        victims = candidates.victims(decision)
         log.info(
             "preemption decided",
             preemptor=unit.key,

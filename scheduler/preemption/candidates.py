@@ -6,22 +6,27 @@ which for a member is the PodGroup's (the snapshot builder already resolved it).
 strictly lower priority than the preemptor are candidates; the others stay in `free` as they are.
 Pods already being deleted are not candidates either: their room counts as free, since it comes
 back without preempting anything.
+
+The running pods are turned into columns once per snapshot state (`RunningPods`), so each
+preemptor then selects its candidates with numpy masks instead of a Python pass over every pod;
+VictimUnit objects are only made for the few units filters, validators and the actuator look at.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
-from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Status
 from scheduler.preemption.decision import Decision, Outcome
-from scheduler.preemption.search import PdbInput, PreemptorInput, SearchInput, UnitInput, search
+from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
 
 FILTER_ROUNDS = 3
 """Searches run with victim filters applied only to chosen victims before every candidate is checked."""
@@ -31,15 +36,126 @@ def is_terminating(info: PodInfo) -> bool:
     return info.pod.metadata.deletion_timestamp is not None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
+class RunningPods:
+    """Every running, non-terminating pod of a snapshot as columns (row = position in `infos`).
+
+    `group` is the index into `groups` of the pod's `PodGroup`-mode group, -1 for a lone unit.
+    `freed` is, per node, what pods already terminating there will give back.
+    """
+
+    infos: list[PodInfo]
+    node: IntArray
+    priority: IntArray
+    requests: IntArray
+    group: IntArray
+    started: FloatArray
+    groups: list[str]
+    members: dict[str, list[int]]
+    freed: IntArray
+    version: tuple[int, int, int, datetime]
+
+    @staticmethod
+    def of(snapshot: Snapshot) -> RunningPods:
+        table = snapshot.nodes
+        shapes: dict[tuple[tuple[str, int], ...], int] = {}
+        rows: list[IntArray] = []
+        infos: list[PodInfo] = []
+        node: list[int] = []
+        shape: list[int] = []
+        group: list[int] = []
+        started: list[float] = []
+        group_index: dict[str, int] = {}
+        members: dict[str, list[int]] = {}
+        stamps: dict[datetime, float] = {}
+        freed = np.zeros_like(table.requested)
+        pod_groups = snapshot.groups
+        for row, pods in enumerate(snapshot.running):
+            for info in pods:
+                if info.pod.metadata.deletion_timestamp is not None:
+                    freed[row] += table.usage(info.requests)
+                    continue
+                key = tuple(info.requests.items())
+                at = shapes.get(key)
+                if at is None:
+                    at = shapes[key] = len(rows)
+                    rows.append(table.usage(info.requests))
+                if info.group_key is not None:
+                    members.setdefault(info.group_key, []).append(len(infos))
+                owner = pod_groups.get(info.group_key) if info.group_key is not None else None
+                if owner is not None and owner.disruption_mode == "PodGroup":
+                    group.append(group_index.setdefault(owner.key, len(group_index)))
+                else:
+                    group.append(-1)
+                when = info.scheduled_at
+                if when is None:
+                    started.append(np.nan)
+                else:
+                    stamp = stamps.get(when)
+                    if stamp is None:
+                        stamp = stamps[when] = when.timestamp()
+                    started.append(stamp)
+                infos.append(info)
+                node.append(row)
+                shape.append(at)
+        width = len(table.resources)
+        matrix = np.array(rows, dtype=np.int64).reshape(-1, width)
+        return RunningPods(
+            infos=infos,
+            node=np.array(node, dtype=np.int64),
+            priority=np.array([i.priority for i in infos], dtype=np.int64),
+            requests=matrix[np.array(shape, dtype=np.int64)] if infos else np.zeros((0, width), dtype=np.int64),
+            group=np.array(group, dtype=np.int64),
+            started=np.array(started, dtype=np.float64),
+            groups=list(group_index),
+            members=members,
+            freed=freed,
+            version=version(snapshot),
+        )
+
+
+def version(snapshot: Snapshot) -> tuple[int, int, int, datetime]:
+    """Changes whenever the runner assumes or forgets a pod on the snapshot (requested row changes)."""
+    requested = snapshot.nodes.requested
+    return (id(snapshot), hash(requested.tobytes()), sum(len(pods) for pods in snapshot.running), snapshot.now)
+
+
+@dataclass(slots=True)
 class Candidates:
-    """The search input plus the VictimUnits behind its unit indices (for filters, validators, actuation)."""
+    """The search input, the pods behind each unit index, and the filters to apply to them."""
 
     search_input: SearchInput
-    units: tuple[VictimUnit, ...]
+    running: RunningPods
+    pod_rows: IntArray
     preemptor: SchedulingUnit
     snapshot: Snapshot
     victim_filters: tuple[VictimFilter, ...]
+    _victims: dict[int, VictimUnit] = field(default_factory=dict)
+    _order: IntArray | None = None
+
+    def victim(self, index: int) -> VictimUnit:
+        """The VictimUnit for a unit index, made on first use."""
+        found = self._victims.get(index)
+        if found is None:
+            inp = self.search_input
+            if self._order is None:
+                self._order = np.argsort(inp.pod_unit, kind="stable")
+            order = self._order
+            low, high = np.searchsorted(inp.pod_unit[order], [index, index + 1])
+            pods = tuple(self.running.infos[int(r)] for r in self.pod_rows[order[low:high]].tolist())
+            group = self.snapshot.groups.get(pods[0].group_key) if pods[0].group_key is not None else None
+            starts = [p.scheduled_at for p in pods if p.scheduled_at is not None]
+            unit = inp.units[index]
+            found = VictimUnit(unit.key, pods, group, unit.priority, min(starts, default=None))
+            self._victims[index] = found
+        return found
+
+    def victims(self, decision: Decision) -> tuple[VictimUnit, ...]:
+        index = self.index()
+        return tuple(self.victim(index[v.key]) for v in decision.victims)
+
+    def index(self) -> dict[str, int]:
+        return {key: i for i, key in enumerate(self.search_input.units.keys)}
 
     def decide(self) -> Decision:
         """Search, applying victim filters lazily: first only to the victims a search picks.
@@ -49,7 +165,7 @@ class Candidates:
         rerun; after FILTER_ROUNDS, or when preemption cannot help although some protection was
         found, every candidate is filtered so the Decision lists every protection and its `until`.
         """
-        index = {v.key: i for i, v in enumerate(self.units)}
+        index = self.index()
         protections: dict[int, Status] = {}
         checked: set[int] = set()
         for _ in range(FILTER_ROUNDS):
@@ -64,101 +180,68 @@ class Candidates:
             protections.update(found)
             if decision.outcome != Outcome.PREEMPT:
                 break
-        protections.update(self._protect(i for i in range(len(self.units)) if i not in checked))
+        protections.update(self._protect(i for i in range(len(self.search_input.units)) if i not in checked))
         return search(replace(self.search_input, protections=protections))
+
+    def validate(self, validators: Sequence[ScenarioValidator], keys: tuple[str, ...]) -> Status:
+        index = self.index()
+        chosen = [self.victim(index[k]) for k in keys]
+        for validator in validators:
+            status = validator.validate(self.preemptor, chosen, self.snapshot)
+            if not status.is_success:
+                return status.with_plugin(validator.name)
+        return Status()
 
     def _protect(self, indices: Iterable[int]) -> dict[int, Status]:
         found: dict[int, Status] = {}
         for i in indices:
             for victim_filter in self.victim_filters:
-                status = victim_filter.filter_victim(self.preemptor, self.units[i], self.snapshot)
+                status = victim_filter.filter_victim(self.preemptor, self.victim(i), self.snapshot)
                 if not status.is_success:
                     found[i] = status.with_plugin(victim_filter.name)
                     break
         return found
 
 
-def victim_units(unit: SchedulingUnit, snapshot: Snapshot) -> list[VictimUnit]:
-    """Running units of strictly lower priority than `unit`, not being deleted, in node then pod order."""
-    lone: list[VictimUnit] = []
-    grouped: dict[str, list[PodInfo]] = {}
-    groups = snapshot.groups
-    for pods in snapshot.running:
-        for info in pods:
-            if info.priority >= unit.priority or is_terminating(info):
-                continue
-            group = groups.get(info.group_key) if info.group_key is not None else None
-            if group is not None and group.disruption_mode == "PodGroup":
-                grouped.setdefault(group.key, []).append(info)
-            else:
-                lone.append(VictimUnit(info.key, (info,), group, info.priority, info.scheduled_at))
-    for key, members in grouped.items():
-        starts = [m.scheduled_at for m in members if m.scheduled_at is not None]
-        lone.append(VictimUnit(key, tuple(members), groups[key], members[0].priority, min(starts, default=None)))
-    return lone
-
-
-class _Rows:
-    """Request rows by request content: 50,000 replicas of a few shapes parse a few rows, not 50,000."""
-
-    def __init__(self, table: NodeTable) -> None:
-        self.table = table
-        self.index: dict[tuple[tuple[str, int], ...], int] = {}
-        self.rows: list[IntArray] = []
-
-    def of(self, requests: dict[str, int]) -> int:
-        key = tuple(requests.items())
-        found = self.index.get(key)
-        if found is None:
-            found = self.index[key] = len(self.rows)
-            self.rows.append(self.table.usage(requests))
-        return found
-
-    def matrix(self, picks: list[int]) -> IntArray:
-        width = len(self.table.resources)
-        if not self.rows:
-            return np.zeros((len(picks), width), dtype=np.int64)
-        return np.array(self.rows, dtype=np.int64).reshape(-1, width)[np.array(picks, dtype=np.int64)]
-
-
 def build_candidates(
     unit: SchedulingUnit,
     snapshot: Snapshot,
+    running: RunningPods,
     state: CycleState,
     victim_filters: Sequence[VictimFilter],
     validators: Sequence[ScenarioValidator],
     static_filters: Sequence[FilterPlugin] | None,
     min_count: int,
 ) -> Candidates:
-    """Columnar search input for `unit` on `snapshot`; victim filters run later (`Candidates.decide`)."""
+    """Columnar search input for `unit`; victim filters run later, in `Candidates.decide`."""
     # Imported here: feasibility reads the plugin registry, which registers the preemption plugin.
     from scheduler.framework.feasibility import static_mask
 
     table = snapshot.nodes
-    rows = _Rows(table)
-    free = table.free()
-    for row, pods in enumerate(snapshot.running):
-        for info in pods:
-            if is_terminating(info):
-                free[row] += rows.rows[rows.of(info.requests)]
+    free = table.free() + running.freed
     for held in snapshot.nominated:
         if held.priority >= unit.priority and held not in unit.members:
             free[table.index[held.pod.status.nominated_node_name or ""]] -= table.usage(held.requests)
-    units = victim_units(unit, snapshot)
-    inputs: list[UnitInput] = []
-    pod_keys: list[str] = []
-    pod_unit: list[int] = []
-    pod_node: list[int] = []
-    picks: list[int] = []
-    node_index = table.index
-    for index, victim in enumerate(units):
-        started = victim.started_at.timestamp() if victim.started_at is not None else None
-        inputs.append(UnitInput(victim.key, victim.priority, victim.is_group, started))
-        for info in victim.pods:
-            pod_keys.append(info.key)
-            pod_unit.append(index)
-            pod_node.append(node_index[info.node_name or ""])
-            picks.append(rows.of(info.requests))
+    selected: BoolArray = running.priority < unit.priority
+    selected[running.members.get(unit.key, [])] = False
+    pod_rows = np.flatnonzero(selected)
+    # A unit id per pod: its group's for a PodGroup-mode member, else one of its own.
+    ids = np.where(running.group[pod_rows] >= 0, running.group[pod_rows], len(running.groups) + pod_rows)
+    unique, pod_unit = np.unique(ids, return_inverse=True)
+    by_unit = np.argsort(pod_unit, kind="stable")
+    first = pod_rows[by_unit[np.searchsorted(pod_unit[by_unit], np.arange(len(unique)))]]
+    started = np.full(len(unique), np.inf)
+    np.minimum.at(started, pod_unit, np.nan_to_num(running.started[pod_rows], nan=np.inf))
+    whole = unique < len(running.groups)
+    keys = [
+        running.groups[int(u)] if w else running.infos[int(r)].key for u, w, r in zip(unique, whole, first, strict=True)
+    ]
+    units = Units(
+        keys=keys,
+        priority=running.priority[first],
+        whole_group=whole,
+        started_at=np.where(np.isinf(started), np.nan, started),
+    )
     width = len(table.resources)
     members = unit.members
     preemptor = PreemptorInput(
@@ -173,51 +256,35 @@ def build_candidates(
         ),
         preemption_policy=unit.preemption_policy,
     )
-    by_key = {v.key: v for v in units}
-
-    def validate(keys: tuple[str, ...]) -> Status:
-        chosen = [by_key[k] for k in keys]
-        for validator in validators:
-            status = validator.validate(unit, chosen, snapshot)
-            if not status.is_success:
-                return status.with_plugin(validator.name)
-        return Status()
-
     search_input = SearchInput(
         node_names=table.names,
         free=free,
-        units=tuple(inputs),
-        pod_keys=tuple(pod_keys),
-        pod_unit=np.array(pod_unit, dtype=np.int64),
-        pod_node=np.array(pod_node, dtype=np.int64),
-        pod_requests=rows.matrix(picks),
+        units=units,
+        pod_keys=[running.infos[r].key for r in pod_rows.tolist()],
+        pod_unit=pod_unit.astype(np.int64),
+        pod_node=running.node[pod_rows],
+        pod_requests=running.requests[pod_rows],
         preemptor=preemptor,
-        pdbs=_pdbs(snapshot, units),
-        validate=validate if validators else None,
+        pdbs=_pdbs(snapshot, running, pod_rows),
     )
-    return Candidates(search_input, tuple(units), unit, snapshot, tuple(victim_filters))
+    candidates = Candidates(search_input, running, pod_rows, unit, snapshot, tuple(victim_filters))
+    if validators:
+        candidates.search_input = replace(search_input, validate=lambda keys: candidates.validate(validators, keys))
+    return candidates
 
 
-def _pdbs(snapshot: Snapshot, units: list[VictimUnit]) -> tuple[PdbInput, ...]:
-    """Each PDB's allowance over the pods it selects; healthy = selected pods running and not deleting.
+def _pdbs(snapshot: Snapshot, running: RunningPods, pod_rows: IntArray) -> tuple[PdbInput, ...]:
+    """Each PDB's allowance over the candidate pods it selects; healthy = selected pods not deleting.
 
     Pods the search never sees (priority not lower) still count as healthy for the allowance.
     """
     if not snapshot.pdbs:
         return ()
-    row_of: dict[str, int] = {}
-    for victim in units:
-        for info in victim.pods:
-            row_of[info.key] = len(row_of)
+    position = {int(r): i for i, r in enumerate(pod_rows.tolist())}
     out = []
     for pdb in snapshot.pdbs:
-        healthy = [
-            info
-            for pods in snapshot.running
-            for info in pods
-            if not is_terminating(info) and pdb.selects(info.namespace, info.labels)
-        ]
-        rows = tuple(row_of[i.key] for i in healthy if i.key in row_of)
+        healthy = [r for r, info in enumerate(running.infos) if pdb.selects(info.namespace, info.labels)]
+        rows = tuple(position[r] for r in healthy if r in position)
         if rows:
             key = f"{pdb.metadata.namespace or 'default'}/{pdb.metadata.name}"
             out.append(PdbInput(key, pdb.disruptions_allowed(len(healthy)), rows))

@@ -13,11 +13,12 @@ which is what makes it take minutes on 1,000 nodes; see DESIGN.md, Performance).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.framework.snapshot import BoolArray, IntArray
 from scheduler.framework.status import Status
@@ -33,6 +34,7 @@ from scheduler.preemption.decision import (
 from scheduler.preemption.ordering import Importance, importance_key
 
 _UNLIMITED = np.int64(1 << 40)
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,40 @@ class UnitInput:
     priority: int
     whole_group: bool
     started_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    """Victim units as columns: a cluster has tens of thousands, and the search reads a few of them.
+
+    `started_at` is epoch seconds, NaN for a unit not started; indexing gives one `UnitInput`.
+    """
+
+    keys: Sequence[str]
+    priority: IntArray
+    whole_group: BoolArray
+    started_at: FloatArray
+
+    @staticmethod
+    def of(units: Sequence[UnitInput]) -> Units:
+        return Units(
+            keys=[u.key for u in units],
+            priority=np.array([u.priority for u in units], dtype=np.int64),
+            whole_group=np.array([u.whole_group for u in units], dtype=bool),
+            started_at=np.array([np.nan if u.started_at is None else u.started_at for u in units], dtype=np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> UnitInput:
+        started = float(self.started_at[index])
+        return UnitInput(
+            self.keys[index],
+            int(self.priority[index]),
+            bool(self.whole_group[index]),
+            None if np.isnan(started) else started,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +115,8 @@ class SearchInput:
 
     node_names: tuple[str, ...]
     free: IntArray
-    units: tuple[UnitInput, ...]
-    pod_keys: tuple[str, ...]
+    units: Units
+    pod_keys: Sequence[str]
     pod_unit: IntArray
     pod_node: IntArray
     pod_requests: IntArray
@@ -140,7 +176,7 @@ def search(inp: SearchInput) -> Decision:
     until = min((s.until for s in protected if s.until is not None), default=None)
     if pre.preemption_policy == "Never":
         return _cannot_help(inp, "preemptionPolicy is Never: the preemptor preempts nothing", protected, None)
-    unit_priority = np.array([u.priority for u in inp.units], dtype=np.int64)
+    unit_priority = inp.units.priority
     candidate = unit_priority < pre.priority
     for index in inp.protections:
         if not inp.protections[index].is_success:
@@ -163,7 +199,7 @@ def search(inp: SearchInput) -> Decision:
     results.sort(key=lambda r: r.score)
     rejection: Status | None = None
     for result in results:
-        keys = tuple(inp.units[u].key for u in result.victims)
+        keys = tuple(inp.units.keys[u] for u in result.victims)
         verdict = inp.validate(keys) if inp.validate is not None and keys else None
         if verdict is not None and not verdict.is_success:
             rejection = rejection or verdict

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.framework.status import Status
-from scheduler.preemption.search import PdbInput, PreemptorInput, SearchInput, UnitInput
+from scheduler.preemption.search import PdbInput, PreemptorInput, SearchInput, UnitInput, Units
 
 RESOURCES = 2
 
@@ -84,7 +84,7 @@ class PlainCluster:
         return SearchInput(
             node_names=names,
             free=self.free(),
-            units=tuple(self.units),
+            units=Units.of(self.units),
             pod_keys=tuple(keys),
             pod_unit=np.array([u for _, u, _, _ in self.pods], dtype=np.int64),
             pod_node=np.array([names.index(n) for _, _, n, _ in self.pods], dtype=np.int64),

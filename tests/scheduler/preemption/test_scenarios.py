@@ -328,3 +328,26 @@ def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.Captur
     text = run_example(capsys, "preemption-gang-over-pods.yaml", "text")
     assert "spared batch/notebook (priority 10) by WorkloadPreemption: Reprieved" in text
     assert "spared dev/dev-1 (priority 100) by WorkloadPreemption: AboveBinarySearchBound" in text
+
+
+def test_a_protected_victim_is_replaced_by_the_next_cheapest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Victim filters run on the chosen victims first: a protected pick is spared and the search reruns."""
+    tolerant = (
+        make_priority_class("tolerant", 10)
+        .annotate("preemption-toleration.scheduling.sigs.k8s.io/minimum-preemptable-priority", "5000")
+        .annotate("preemption-toleration.scheduling.sigs.k8s.io/toleration-seconds", "-1")
+        .json()
+    )
+    objects = [
+        tolerant,
+        *nodes(2),
+        running("calm", "n1", "4", "tolerant"),
+        running("busy", "n2", "4", "mid"),
+        pending_pod("urgent", "4"),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/busy"}
+    text = simulate(capsys, tmp_path, objects, "-o", "text")
+    assert "spared default/calm (priority 10) by PreemptionToleration: Protected" in text

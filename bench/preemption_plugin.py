@@ -1,0 +1,113 @@
+"""The same 64-pod-gang decision as `preemption_decision.py`, through the PostFilter plugin.
+
+Measures what the scheduler pays per preemption attempt on a real Snapshot: building the victim
+units and columnar search input from every running pod, static masks, victim filters (toleration,
+min-runtime) and the search. Run: `.venv/bin/python bench/preemption_plugin.py [--repeat 5]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from datetime import UTC, datetime
+
+import structlog
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.node import Node
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.api.priority_class import PriorityClass
+from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.pod_info import SchedulingUnit
+from scheduler.framework.snapshot_builder import build_snapshot
+from scheduler.plugins import default_profile
+
+NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
+LEVELS = 10
+PODS_PER_NODE = 10
+GANG = 64
+
+
+def objects(nodes: int) -> ClusterObjects:
+    """Full 32-CPU nodes, 10 pods each; node i's pods are of class i % 10 (as the decision bench)."""
+    out = ClusterObjects()
+    for level in range(LEVELS):
+        name = f"c{level}"
+        out.priority_classes[name] = PriorityClass.model_validate({"metadata": {"name": name}, "value": 1000 * level})
+    out.priority_classes["train"] = PriorityClass.model_validate({"metadata": {"name": "train"}, "value": 1_000_000})
+    for i in range(nodes):
+        node = f"node-{i:05d}"
+        out.nodes[node] = Node.model_validate(
+            {"metadata": {"name": node}, "status": {"allocatable": {"cpu": "32", "memory": "40Gi", "pods": "110"}}}
+        )
+        for j in range(PODS_PER_NODE):
+            pod = Pod.model_validate(
+                {
+                    "metadata": {"name": f"p-{i}-{j}", "namespace": "bench"},
+                    "spec": {
+                        "nodeName": node,
+                        "priorityClassName": f"c{i % LEVELS}",
+                        "containers": [{"name": "m", "resources": {"requests": {"cpu": "3200m", "memory": "4Gi"}}}],
+                    },
+                    "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+                }
+            )
+            out.pods[pod.key] = pod
+    group = {"schedulingPolicy": {"gang": {"minCount": GANG}}, "priorityClassName": "train"}
+    out.pod_groups["bench/gang"] = PodGroup.model_validate(
+        {"metadata": {"name": "gang", "namespace": "bench"}, "spec": group}
+    )
+    for m in range(GANG):
+        pod = Pod.model_validate(
+            {
+                "metadata": {
+                    "name": f"gang-{m}",
+                    "namespace": "bench",
+                    "labels": {"scheduling.phalanx.dev/pod-group": "gang"},
+                },
+                "spec": {
+                    "priorityClassName": "train",
+                    "containers": [{"name": "m", "resources": {"requests": {"cpu": "16", "memory": "20Gi"}}}],
+                },
+            }
+        )
+        out.pods[pod.key] = pod
+    return out
+
+
+def measure(nodes: int, repeat: int) -> tuple[float, float, int]:
+    config = SchedulerConfiguration.model_validate({})
+    snapshot = build_snapshot(objects(nodes), NOW, config)
+    plugin = default_profile(config).post_filters[0]
+    members = tuple(sorted((i for i in snapshot.pods.values() if i.group_key == "bench/gang"), key=lambda i: i.key))
+    group = snapshot.groups["bench/gang"]
+    unit = SchedulingUnit("bench/gang", members, group, GANG, members[0].priority, members[0].preemption_policy)
+    times = []
+    victims = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = plugin.post_filter(CycleState(), unit, snapshot, {})
+        times.append(time.perf_counter() - start)
+        victims = len(result.victims)
+    times.sort()
+    return statistics.median(times) * 1000, times[round(0.95 * (len(times) - 1))] * 1000, victims
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--nodes", type=int, nargs="*", default=[500, 1000, 5000])
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    print(f"{'nodes':>6} {'pods':>7} {'victims':>7} {'p50 ms':>8} {'p95 ms':>8}")
+    for nodes in args.nodes:
+        p50, p95, victims = measure(nodes, args.repeat)
+        print(f"{nodes:>6} {nodes * PODS_PER_NODE:>7} {victims:>7} {p50:>8.1f} {p95:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
