@@ -37,8 +37,16 @@ def _read_body() -> bytes | int:
             while request.stream.read(64 * 1024):
                 pass
         return declared
-    body = request.stream.read(MAX_BODY_BYTES + 1)
-    return body if len(body) <= MAX_BODY_BYTES else len(body)
+    if declared is not None:
+        return request.stream.read(declared)  # never read(limit): that allocates the whole limit
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := request.stream.read(64 * 1024):
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return size
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def create_app(

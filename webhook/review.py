@@ -97,6 +97,39 @@ def _kind(request: dict[str, Any]) -> Kind | None:
     return kind_of(f"{group}/{version}" if group else version, gvk.get("kind", ""))
 
 
+def _pruned(src: Any, dst: Any) -> tuple[Any, Any]:
+    """Both objects without the subtrees they share (`is`), so `make_patch` walks only what changed.
+
+    Rules copy along the path they change and never edit their input in place (a patch could not see
+    such an edit either), so an identical object is an unchanged one. The patch is the same as diffing
+    the whole objects, at a fraction of the cost on a large pod (managedFields, containers, volumes).
+    """
+    if not (isinstance(src, dict) and isinstance(dst, dict)):
+        return src, dst
+    src_out: dict[str, Any] = {}
+    dst_out: dict[str, Any] = {}
+    for key in dict.fromkeys([*src, *dst]):
+        if key in src and key in dst:
+            if src[key] is dst[key]:
+                continue
+            src_out[key], dst_out[key] = _pruned(src[key], dst[key])
+        elif key in src:
+            src_out[key] = src[key]
+        else:
+            dst_out[key] = dst[key]
+    return src_out, dst_out
+
+
+def patch_for(original: dict[str, Any], defaulted: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSONPatch turning `original` into `defaulted`, touching only the paths that changed."""
+    # `from_diff` is what `make_patch` wraps; without move detection a patch never touches an unchanged
+    # path (a `move` removes one), and it is twice as fast.
+    operations: list[dict[str, Any]] = jsonpatch.JsonPatch.from_diff(
+        *_pruned(original, defaulted), optimization=False
+    ).patch
+    return operations
+
+
 def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, settings: PodSettings) -> dict[str, Any]:
     """The response for a well-formed request; raises `Denied` or `LookupFailed`."""
     uid, operation = request["uid"], request["operation"]
@@ -109,7 +142,7 @@ def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, setti
     if endpoint == "mutate":
         defaulted = mutate(kind, operation, obj, lookups, settings)
         response: dict[str, Any] = {"uid": uid, "allowed": True}
-        patch = jsonpatch.make_patch(obj, defaulted.object).patch
+        patch = patch_for(obj, defaulted.object)
         if patch:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()

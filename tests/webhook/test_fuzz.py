@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.manifest import KINDS
-from tests.webhook.harness import FIXTURES, Webhook, fixture
+from tests.webhook.harness import FIXTURES, Webhook, apply_patch, fixture
 from webhook.app import create_app
 from webhook.rules.lookups import MemoryLookups
 
@@ -146,3 +146,14 @@ def test_any_body_gets_a_well_formed_answer_over_https(webhook: Webhook, endpoin
 
 def test_fixture_directory_is_found() -> None:
     assert len(REVIEWS) > 40 and Path(FIXTURES).is_dir()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(review=grafted_reviews())
+def test_returned_patch_applies_and_defaulting_is_idempotent(review: dict[str, Any]) -> None:
+    response = CLIENT.post("/mutate", json=review).get_json()["response"]
+    if "patch" not in response:
+        return
+    patched = apply_patch(review["request"]["object"], response)
+    again = CLIENT.post("/mutate", json={**review, "request": {**review["request"], "object": patched}})
+    assert "patch" not in again.get_json()["response"]

@@ -1,0 +1,249 @@
+"""Load test of the admission webhook: Pod CREATE mutations over HTTPS with keep-alive, on loopback.
+
+Starts the loopback API server (seeded like the HTTPS tests), the real `phalanx webhook`, and a trivial
+Flask handler served by the same gunicorn settings (`webhook.server.serve`, gthread, TLS), then measures
+both in the same run:
+
+- closed loop: every connection sends its next request as soon as the previous answer arrives, for the
+  throughput ceiling (req/s) and its latency;
+- open loop at a fixed rate (default 500 req/s): requests are due on a schedule and latency is counted from
+  the due time, so a stalled server cannot hide its queueing (no coordinated omission).
+
+The load generator runs in separate processes (threads + `http.client`, one kept-alive connection per
+thread), so its Python work does not share a GIL with the servers; it does share the two cores.
+
+    .venv/bin/python bench/webhook_load.py [--duration 10] [--rate 500] [--processes 2] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from http.client import HTTPSConnection
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.apiserver.server import ApiServer  # noqa: E402
+from tests.webhook.harness import Webhook, fixture, free_port, seed, start_webhook, write_certificates  # noqa: E402
+
+
+def serve_trivial(port: int, cert_file: str, key_file: str, workers: int, threads: int) -> int:
+    """The least a correct webhook does (parse the review, echo its uid, allow), on the same server settings."""
+    from flask import Flask, Response, request
+
+    from webhook.server import ServerOptions, prepare_metrics_dir, serve
+
+    def factory() -> Flask:
+        app = Flask("trivial")
+
+        @app.post("/mutate")
+        def mutate() -> Response:
+            uid = json.loads(request.get_data())["request"]["uid"]
+            response = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": uid, "allowed": True},
+            }
+            return Response(json.dumps(response, separators=(",", ":")), mimetype="application/json")
+
+        @app.get("/readyz")
+        def readyz() -> Response:
+            return Response(b"{}", mimetype="application/json")
+
+        return app
+
+    options = ServerOptions(f"127.0.0.1:{port}", cert_file, key_file, workers=workers, threads=threads)
+    return serve(options, factory, prepare_metrics_dir())
+
+
+def pod_review() -> bytes:
+    """A recorded Pod CREATE of a pod-group member, ungated and for the default scheduler: it gets a patch."""
+    review = fixture("admission/pod-create-mutating.json")
+    spec = review["request"]["object"]["spec"]
+    spec.pop("schedulingGates")
+    spec["schedulerName"] = "default-scheduler"
+    return json.dumps(review).encode()
+
+
+def _drive(port: int, ca_file: str, body: bytes, seconds: float, interval: float | None, threads: int) -> list[float]:
+    """One load process: `threads` kept-alive connections; `interval` None = closed loop, else each thread's pace."""
+    context = ssl.create_default_context(cafile=ca_file)
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.2
+
+    def worker(offset: float) -> None:
+        conn = HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        mine: list[float] = []
+        headers = {"Content-Type": "application/json"}
+        due = start + offset
+        while True:
+            now = time.perf_counter()
+            if now - start >= seconds:
+                break
+            if interval is not None and due > now:
+                time.sleep(due - now)
+            sent = due if interval is not None else time.perf_counter()
+            try:
+                conn.request("POST", "/mutate?timeout=5s", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+                if response.status != 200 or b'"allowed":true' not in payload:
+                    errors.append(f"{response.status}: {payload[:200]!r}")
+            except OSError as err:
+                errors.append(repr(err))
+                conn.close()
+                conn = HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+            mine.append(time.perf_counter() - sent)
+            if interval is not None:
+                due += interval
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    pool = [
+        threading.Thread(target=worker, args=((i * interval / threads) if interval else 0.0,)) for i in range(threads)
+    ]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, first: {errors[0]}")
+    return latencies
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+
+def measure(
+    port: int, ca_file: Path, body: bytes, seconds: float, rate: float | None, processes: int, threads: int
+) -> Result:
+    interval = (processes * threads / rate) if rate else None
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_drive, port, str(ca_file), body, seconds, interval, threads) for _ in range(processes)]
+        latencies = sorted(x for f in futures for x in f.result())
+    quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
+    return Result(len(latencies), seconds, quantiles[49] * 1000, quantiles[98] * 1000)
+
+
+def start_trivial(directory: Path, workers: int, threads: int) -> Webhook:
+    ca_file, cert_file, key_file = write_certificates(directory)
+    port = free_port()
+    log_file = directory / "trivial.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    command = [
+        sys.executable,
+        __file__,
+        "--serve-trivial",
+        str(port),
+        str(cert_file),
+        str(key_file),
+        str(workers),
+        str(threads),
+    ]
+    with log_file.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    hook = Webhook(process, port, ca_file, cert_file, key_file, log_file)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if hook.fresh_request("GET", "/readyz") == 200:
+                return hook
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(log_file.read_text())
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--serve-trivial"]:
+        port, cert, key, workers, threads = argv[1:6]
+        return serve_trivial(int(port), cert, key, int(workers), int(threads))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--rate", type=float, default=500.0, help="open-loop request rate")
+    parser.add_argument("--processes", type=int, default=2, help="load generator processes")
+    parser.add_argument("--threads", type=int, default=4, help="connections per load process")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of both servers")
+    parser.add_argument("--server-threads", type=int, default=8, help="gunicorn threads per worker")
+    args = parser.parse_args(argv)
+
+    body = pod_review()
+    api = ApiServer().start()
+    seed(api)
+    results: dict[str, dict[str, Result]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "webhook").mkdir()
+        (root / "trivial").mkdir()
+        extra = ("--threads", str(args.server_threads), "--log-level", "warning")
+        servers = {
+            "phalanx webhook": start_webhook(
+                root / "webhook", api.kubeconfig(root / "kubeconfig"), args.workers, extra
+            ),
+            "trivial Flask handler": start_trivial(root / "trivial", args.workers, args.server_threads),
+        }
+        try:
+            for name, server in servers.items():
+                measure(server.port, server.ca_file, body, 1.0, None, args.processes, args.threads)  # warm-up
+                results[name] = {
+                    "closed": measure(
+                        server.port, server.ca_file, body, args.duration, None, args.processes, args.threads
+                    ),
+                    "open": measure(
+                        server.port, server.ca_file, body, args.duration, args.rate, args.processes, args.threads
+                    ),
+                }
+        finally:
+            for server in servers.values():
+                server.process.send_signal(signal.SIGTERM)
+                server.process.wait(timeout=15)
+            api.stop()
+
+    conns = args.processes * args.threads
+    print(f"closed loop: {conns} connections; open loop: {args.rate:.0f} req/s offered; {args.duration:.0f} s each")
+    print("| server | closed req/s | closed p50 ms | closed p99 ms | open req/s | open p50 ms | open p99 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        c, o = r["closed"], r["open"]
+        cells = [
+            f"{c.rate:.0f}",
+            f"{c.p50_ms:.2f}",
+            f"{c.p99_ms:.2f}",
+            f"{o.rate:.0f}",
+            f"{o.p50_ms:.2f}",
+            f"{o.p99_ms:.2f}",
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    ratio = results["phalanx webhook"]["closed"].rate / results["trivial Flask handler"]["closed"].rate
+    print(f"\nthroughput ratio webhook / trivial: {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
