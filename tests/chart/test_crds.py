@@ -16,6 +16,7 @@ import celpy
 import jsonschema
 import pytest
 import yaml
+from celpy.adapter import json_to_cel
 
 from scheduler.api.meta import ApiModel
 from scheduler.api.pod_group import PodGroup, PodGroupSpec
@@ -250,9 +251,9 @@ def _cel_errors(doc: Doc, old: Doc | None = None) -> list[str]:
             transition = "oldSelf" in rule["rule"]
             if transition and old_value is None:
                 continue
-            activation = {"self": celpy.json_to_cel(value)}
+            activation = {"self": json_to_cel(value)}
             if transition:
-                activation["oldSelf"] = celpy.json_to_cel(old_value)
+                activation["oldSelf"] = json_to_cel(old_value)
             holds = env.program(env.compile(rule["rule"])).evaluate(activation)
             if not (isinstance(holds, celpy.celtypes.BoolType) and bool(holds)):
                 errors.append(f"{path or '<root>'}: {rule['message']}")
