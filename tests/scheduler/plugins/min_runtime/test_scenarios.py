@@ -53,6 +53,13 @@ def test_min_runtime_makes_the_gang_wait_until_the_protection_ends(capsys: pytes
     assert all(t >= "2026-11-22T12:35:00Z" for t in times.values())
 
 
+def test_until_stops_the_clock_before_the_protection_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    report = simulate(capsys, EXAMPLES / "protection-min-runtime.yaml", "4m")
+    assert report["preemptions"] == []
+    assert report["bindings"] == []
+    assert set(pending(report)) == {"prod/train-0", "prod/train-1"}
+
+
 def test_elastic_victim_gives_up_only_members_above_min_count(capsys: pytest.CaptureFixture[str]) -> None:
     report = simulate(capsys, EXAMPLES / "protection-elastic.yaml", "10m")
     victims = preempted(report)
