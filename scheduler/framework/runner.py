@@ -21,6 +21,7 @@ import structlog
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
 from scheduler.framework.cluster import AlreadyBound, Cluster
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
@@ -36,6 +37,8 @@ from scheduler.framework.status import Code, Status, unschedulable
 log = structlog.get_logger(__name__)
 
 DEFAULT_SCHEDULER = "default-scheduler"
+
+GROUP_SCHEDULED = "PodGroupScheduled"
 
 PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
 """PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
@@ -204,10 +207,31 @@ class Scheduler:
             trial = []
         for pod, row in trial:
             self._bind(pod, row, snapshot, report, placed)
+        if unit.group is not None:
+            self._group_condition(unit.group, bool(trial) or not failures, failures)
         if not failures:
             self.queue.done(unit)
             return
         self._post_filter(unit, snapshot, state, failures, report, placed)
+
+    def _group_condition(
+        self, group: PodGroup, scheduled: bool, failures: dict[str, tuple[Status, NodeVerdict | None]]
+    ) -> None:
+        """`PodGroupScheduled` on the PodGroup: True once members are bound, else why not (written on change)."""
+        if scheduled:
+            condition = Condition(type=GROUP_SCHEDULED, status="True", reason="Scheduled", message="")
+        else:
+            first = next(iter(failures.values()))[0]
+            condition = Condition(type=GROUP_SCHEDULED, status="False", reason="Unschedulable", message=first.message())
+        current = next((c for c in group.status.conditions if c.type == GROUP_SCHEDULED), None)
+        if current is not None and (current.status, current.reason, current.message or "") == (
+            condition.status,
+            condition.reason,
+            condition.message,
+        ):
+            return
+        condition.last_transition_time = self.cluster.now()
+        self.cluster.set_pod_group_condition(group, condition)
 
     def _bound_members(self, unit: SchedulingUnit, snapshot: Snapshot) -> int:
         return sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)

@@ -119,3 +119,18 @@ def test_gated_member_holds_back_the_gang() -> None:
         "Unschedulable",
         "gang default/train needs 2 members, 1 can be placed (1 held back by scheduling gates)",
     )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "want_status", "want_reason"),
+    [
+        pytest.param(2, "True", "Scheduled", id="bound gang is marked PodGroupScheduled"),
+        pytest.param(1, "False", "Unschedulable", id="gang that cannot fit says why on the PodGroup"),
+    ],
+)
+def test_pod_group_scheduled_condition(nodes: int, want_status: str, want_reason: str) -> None:
+    node_objs = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(nodes)]
+    outcome = run(*node_objs, make_podgroup("train").gang(2).obj(), *members(2))
+    group = outcome.objects.pod_groups["default/train"]
+    condition = next(c for c in group.status.conditions if c.type == "PodGroupScheduled")
+    assert (condition.status, condition.reason) == (want_status, want_reason)
