@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import structlog
+import yaml
 
 from phalanx.cli import main
 from tests.builders import make_node, make_pod, make_priority_class, yaml_documents
@@ -68,6 +69,25 @@ def test_elastic_victim_gives_up_only_members_above_min_count(capsys: pytest.Cap
     assert set(bound(report)) == {"ml/train-0", "ml/train-1"}
     still_running = [p for node in report["nodes"].values() for p in node["pods"] if p.startswith("inference/")]
     assert len(still_running) == 2
+
+
+def test_elastic_group_never_drops_below_min_count_while_protected(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A preemptor wanting every replica may not take the group below minCount until 12:58:00Z."""
+    docs = list(yaml.safe_load_all((EXAMPLES / "protection-elastic.yaml").read_text()))
+    member = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "train-0")
+    for i in (2, 3):
+        docs.append({**member, "metadata": {**member["metadata"], "name": f"train-{i}"}})
+    scenario = tmp_path / "greedy.yaml"
+    scenario.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    report = simulate(capsys, scenario, "40m")
+    running = 4
+    for entry in sorted(report["preemptions"], key=lambda p: p["time"]):
+        running -= 1
+        if running < 2:
+            assert entry["time"] >= "2026-11-22T12:58:00Z", entry
+    assert running < 2, "after the min-runtime the whole group may go"
 
 
 def test_toleration_holds_the_preemptor_until_the_window_is_over(capsys: pytest.CaptureFixture[str]) -> None:
