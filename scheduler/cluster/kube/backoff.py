@@ -21,6 +21,9 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
+_RNG = random.Random()
+"""Shared: seeding a generator per call (from os.urandom) cost more than the jitter it drew."""
+
 RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -29,7 +32,7 @@ class Backoff:
     initial: float = 0.05
     maximum: float = 5.0
     attempt: int = 0
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = field(default=_RNG)
 
     def next_delay(self, floor: float = 0.0) -> float:
         """The next wait: uniform in [0, min(max, initial * 2^attempt)], at least `floor` (Retry-After)."""

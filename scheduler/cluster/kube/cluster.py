@@ -3,11 +3,13 @@
 Reads come from informers (list-then-watch caches, `informer.py`), so a pass never waits on the
 API. Our own writes are overlaid on the cache until the watch delivers them: a pod we bound counts
 on its node in the very next pass, which is what keeps a node from being over-committed between a
-Binding and its watch event (kube-scheduler's "assume"). Every pod is cached, whoever schedules
-it, so nodes are accounted for in full.
+Binding and its watch event (kube-scheduler's "assume"). Bindings are sent by a pool of workers,
+as kube-scheduler's binding cycle does, so `bind` never raises `AlreadyBound` here: on a 409
+"already assigned" the pod is assumed on the node the message names until the watch shows it.
+Every pod is cached, whoever schedules it, so nodes are accounted for in full.
 
 Writes are idempotent, so a restarted scheduler may replay them: 409 on Binding means someone
-placed the pod (`AlreadyBound`), deletes carry a UID precondition and ignore "already gone", gate
+placed the pod, deletes carry a UID precondition and ignore "already gone", gate
 removal is a JSON patch guarded by a `test` of the gate list, condition writes are skipped when
 nothing changes. Like kube-scheduler, the back end reports `Scheduled` after each Binding and
 `FailedScheduling` when a pod's PodScheduled condition turns Unschedulable (or its message
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from kubernetes import client, config
@@ -41,15 +45,15 @@ from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
 from scheduler.cluster.kube.informer import Informer
-from scheduler.framework.cluster import AlreadyBound, ClusterObjects
+from scheduler.framework.cluster import ClusterObjects
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REPORTING_CONTROLLER = "scheduling.phalanx.dev/scheduler"
+ALREADY_ASSIGNED = re.compile(r'is already assigned to node \\"([^"\\]+)\\"')
 EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
 
 
@@ -68,6 +72,15 @@ def api_client_from(kubeconfig: str | Path | None) -> client.ApiClient:
         )
     configuration.connection_pool_maxsize = 32
     return client.ApiClient(configuration)
+
+
+def read_json(response: Any) -> Any:
+    """Body of a `_preload_content=False` response; releasing it returns the connection to the pool."""
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    return json.loads(data) if data else None
 
 
 def _version(obj: ApiModel | None) -> int:
@@ -112,6 +125,7 @@ class KubeCluster:
         request_timeout_seconds: float = 10.0,
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
+        binding_workers: int = 16,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
@@ -128,6 +142,7 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
+        self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
         self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -177,6 +192,7 @@ class KubeCluster:
 
     def stop(self) -> None:
         """Stop the informers; Events already queued are still sent (bounded by the request timeout)."""
+        self._binder.shutdown(wait=True, cancel_futures=True)
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
         self._stop.set()
@@ -242,14 +258,15 @@ class KubeCluster:
 
     # writes
 
-    def _call(self, operation: str, call: Callable[[], T]) -> T:
+    def _call(self, operation: str, call: Callable[[], object]) -> Any:
+        """Run one write (a raw response), retried; returns the parsed body."""
         if not self.may_write():
             raise NotLeader(operation)
 
-        def guarded() -> T:
+        def guarded() -> Any:
             if not self.may_write():
                 raise NotLeader(operation)
-            return call()
+            return read_json(call())
 
         try:
             result = call_with_retry(operation, guarded, self._stop)
@@ -268,14 +285,30 @@ class KubeCluster:
         if self._on_api_call is not None:
             self._on_api_call(operation, result)
 
-    def _remember_pod(self, response: Any) -> Pod:
-        pod = Pod.model_validate(json.loads(response.data))
+    def _remember_pod(self, data: Any) -> Pod:
+        pod = Pod.model_validate(data)
         with self._lock:
             self._pod_overlay[_key(pod)] = pod
         return pod
 
     def bind(self, pod: Pod, node_name: str) -> None:
+        """Assume the pod on the node now and send the Binding from a worker (kube-scheduler's binding cycle).
+
+        A pass never waits on Binding round trips; the pod counts on its node from this moment. A
+        Binding that fails for good drops the assumption and wakes the loop, so the pod is retried.
+        """
+        if not self.may_write():
+            raise NotLeader("bind")
+        key = _key(pod)
+        with self._lock:
+            if key in self._assumed:
+                return
+            self._assumed[key] = node_name
+        self._binder.submit(self._send_binding, pod, node_name)
+
+    def _send_binding(self, pod: Pod, node_name: str) -> None:
         meta = pod.metadata
+        key = _key(pod)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -294,13 +327,25 @@ class KubeCluster:
                 ),
             )
         except ApiException as exc:
-            if exc.status == 409 and "already assigned" in (exc.body or ""):
-                raise AlreadyBound(f"{meta.namespace}/{meta.name}") from exc
-            raise
+            placed = ALREADY_ASSIGNED.search(exc.body or "") if exc.status == 409 else None
+            if placed is not None:
+                log.info("pod already bound", pod=key, node=placed.group(1))
+                with self._lock:
+                    self._assumed[key] = placed.group(1)
+                return
+            log.warning("binding failed", pod=key, node=node_name, status=exc.status)
+            self._forget_binding(key)
+            return
+        except Exception as exc:
+            log.warning("binding failed", pod=key, node=node_name, error=type(exc).__name__)
+            self._forget_binding(key)
+            return
+        self.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {key} to {node_name}")
+
+    def _forget_binding(self, key: str) -> None:
         with self._lock:
-            self._assumed[_key(pod)] = node_name
-        note = f"Successfully assigned {_key(pod)} to {node_name}"
-        self.record_event(pod, "Normal", "Scheduled", note)
+            self._assumed.pop(key, None)
+        self.changed.set()
 
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
         """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry."""
@@ -332,7 +377,7 @@ class KubeCluster:
                     _preload_content=False,
                     _request_timeout=self.request_timeout_seconds,
                 )
-                current = Pod.model_validate(json.loads(fresh.data))
+                current = Pod.model_validate(read_json(fresh))
                 continue
             self._remember_pod(response)
             return
@@ -391,7 +436,7 @@ class KubeCluster:
         return max(candidates, key=_version)
 
     def _remember_group(self, data: Any) -> None:
-        group = PodGroup.model_validate(json.loads(data))
+        group = PodGroup.model_validate(data)
         with self._lock:
             self._group_overlay[_key(group)] = group
 
@@ -429,7 +474,7 @@ class KubeCluster:
                     raise
                 current = self._read_group(current)
                 continue
-            self._remember_group(response.data)
+            self._remember_group(response)
             return
 
     def _read_group(self, group: PodGroup) -> PodGroup:
@@ -442,7 +487,7 @@ class KubeCluster:
             _preload_content=False,
             _request_timeout=self.request_timeout_seconds,
         )
-        return PodGroup.model_validate(json.loads(response.data))
+        return PodGroup.model_validate(read_json(response))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         current = self._current_group(group)
@@ -469,7 +514,7 @@ class KubeCluster:
             if exc.status == 404:
                 return
             raise
-        self._remember_group(response.data)
+        self._remember_group(response)
 
     def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
         meta = pod.metadata
@@ -492,8 +537,7 @@ class KubeCluster:
                 log.info("victim already gone", pod=_key(pod), status=exc.status)
                 return
             raise
-        data = json.loads(response.data)
-        if data.get("kind") == "Pod" and data.get("metadata", {}).get("deletionTimestamp"):
+        if response.get("kind") == "Pod" and response.get("metadata", {}).get("deletionTimestamp"):
             self._remember_pod(response)
 
     def record_event(
@@ -532,8 +576,10 @@ class KubeCluster:
             try:
                 call_with_retry(
                     "event",
-                    lambda namespace=namespace, body=body: self.events.create_namespaced_event(  # type: ignore[misc]
-                        namespace, body, _preload_content=False, _request_timeout=self.request_timeout_seconds
+                    lambda namespace=namespace, body=body: read_json(  # type: ignore[misc]
+                        self.events.create_namespaced_event(
+                            namespace, body, _preload_content=False, _request_timeout=self.request_timeout_seconds
+                        )
                     ),
                     self._stop,
                     attempts=3,

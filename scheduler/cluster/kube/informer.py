@@ -102,7 +102,10 @@ class Informer(Generic[M]):
 
     def _relist(self) -> None:
         response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
-        body = json.loads(response.data)
+        try:
+            body = json.loads(response.data)
+        finally:
+            response.release_conn()
         items = {object_key(raw): self._model.model_validate(raw) for raw in body.get("items", [])}
         with self._lock:
             self._items = items

@@ -9,7 +9,6 @@ replica that lost the Lease stops writing at once, even if its renew loop is stu
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,8 @@ from typing import Any
 import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.kube.cluster import read_json
 
 log = structlog.get_logger(__name__)
 
@@ -126,15 +127,17 @@ class LeaderElector:
                 "spec": self._spec(0),
             }
             try:
-                self.coordination.create_namespaced_lease(
-                    self.namespace, body, _preload_content=False, _request_timeout=timeout
+                read_json(
+                    self.coordination.create_namespaced_lease(
+                        self.namespace, body, _preload_content=False, _request_timeout=timeout
+                    )
                 )
             except ApiException as conflict:
                 if conflict.status == 409:
                     return False
                 raise
             return True
-        lease = json.loads(response.data)
+        lease = read_json(response)
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         version = lease["metadata"]["resourceVersion"]
@@ -154,8 +157,10 @@ class LeaderElector:
             new_spec = self._spec(transitions + 1)
         lease["spec"] = new_spec
         try:
-            self.coordination.replace_namespaced_lease(
-                self.name, self.namespace, lease, _preload_content=False, _request_timeout=timeout
+            read_json(
+                self.coordination.replace_namespaced_lease(
+                    self.name, self.namespace, lease, _preload_content=False, _request_timeout=timeout
+                )
             )
         except ApiException as exc:
             if exc.status == 409:
@@ -170,13 +175,15 @@ class LeaderElector:
             response = self.coordination.read_namespaced_lease(
                 self.name, self.namespace, _preload_content=False, _request_timeout=2.0
             )
-            lease = json.loads(response.data)
+            lease = read_json(response)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             lease["spec"]["holderIdentity"] = ""
             lease["spec"]["leaseDurationSeconds"] = 1
-            self.coordination.replace_namespaced_lease(
-                self.name, self.namespace, lease, _preload_content=False, _request_timeout=2.0
+            read_json(
+                self.coordination.replace_namespaced_lease(
+                    self.name, self.namespace, lease, _preload_content=False, _request_timeout=2.0
+                )
             )
             log.info("lease released", lease=f"{self.namespace}/{self.name}", identity=self.identity)
         except Exception as exc:
