@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.cluster import AlreadyBound, ClusterObjects
@@ -103,6 +104,17 @@ class MemoryCluster:
         return self._objects
 
     # -- writes ------------------------------------------------------------------------------
+    def create(self, obj: Node | Pod | PodGroup) -> None:
+        """Add (or replace) a node, pod or PodGroup, as `kubectl apply` would: arrivals in a what-if."""
+        self._version += 1
+        obj.metadata.resource_version = str(self._version)
+        if isinstance(obj, Node):
+            self._objects.nodes[obj.metadata.name] = obj
+        elif isinstance(obj, Pod):
+            self._objects.pods[obj.key] = obj
+        else:
+            self._objects.pod_groups[obj.key] = obj
+
     def _bump(self, meta: ObjectMeta, **changes: Any) -> ObjectMeta:
         self._version += 1
         return meta.model_copy(update={"resource_version": str(self._version), **changes})

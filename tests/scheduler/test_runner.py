@@ -1,0 +1,82 @@
+"""The runner's queue and PostFilter contract, driven through the public Scheduler API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.cluster.memory import MemoryCluster
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import PostFilterResult
+from scheduler.framework.pod_info import SchedulingUnit
+from scheduler.framework.profile import Profile
+from scheduler.framework.runner import Scheduler
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import Status, unschedulable
+from scheduler.plugins import default_profile
+from tests.builders import EPOCH, make_node, make_pod
+from tests.scheduler.scenario import cluster_of
+
+RETRY = EPOCH + timedelta(minutes=5)
+
+
+class RetryLater:
+    """A PostFilter that proposes a nomination and asks to be retried at RETRY (a protected victim)."""
+
+    name = "RetryLater"
+
+    def post_filter(
+        self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
+    ) -> PostFilterResult:
+        return PostFilterResult(
+            unschedulable("victim protected", until=RETRY), {m.key: "n1" for m in unit.members}, explanation=statuses
+        )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, str]]] = []
+
+    def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None:
+        self.calls.append((unit.key, result.nominations))
+
+
+def profile_with(post_filter: RetryLater) -> Profile:
+    base = default_profile(SchedulerConfiguration())
+    return Profile(base.pre_enqueue, base.static_filters, base.filters, base.scores, (post_filter,))
+
+
+def test_unschedulable_unit_waits_for_a_change_then_backs_off() -> None:
+    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="1").obj(), make_pod("p").req(cpu="2").obj()]), EPOCH)
+    scheduler = Scheduler(cluster, SchedulerConfiguration())
+    assert scheduler.schedule_pending().bindings == []
+    assert scheduler.next_wakeup() is None, "nothing changed: nothing to wake for"
+    assert scheduler.schedule_pending().units_tried == 0, "parked in the unschedulable pool"
+    cluster.create(make_node("n2").cap(cpu="4").obj())
+    assert scheduler.schedule_pending().units_tried == 0, "the change moves it to backoff first"
+    assert scheduler.next_wakeup() == EPOCH + timedelta(seconds=1)
+    cluster.advance(EPOCH + timedelta(seconds=1))
+    assert [(b.pod, b.node) for b in scheduler.schedule_pending().bindings] == [("default/p", "n2")]
+
+
+def test_post_filter_until_and_actuator() -> None:
+    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="1").obj(), make_pod("p").req(cpu="2").obj()]), EPOCH)
+    recorder = Recorder()
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), profile=profile_with(RetryLater()), actuator=recorder)
+    report = scheduler.schedule_pending()
+    assert recorder.calls == [("default/p", {"default/p": "n1"})]
+    assert scheduler.next_wakeup() == RETRY
+    assert report.pending[0].message.endswith("RetryLater: victim protected")
+    cluster.advance(RETRY)
+    assert scheduler.schedule_pending().units_tried == 1, "retried at `until` though nothing changed"
+
+
+def test_nominated_pod_returns_to_its_node() -> None:
+    """LeastAllocated would pick the empty node; the nomination wins while the pod fits there."""
+    busy = make_node("busy").obj()
+    empty = make_node("empty").obj()
+    running = make_pod("r").req(cpu="4").on("busy").obj()
+    pod = make_pod("p").req(cpu="1").nominated("busy").obj()
+    cluster = MemoryCluster(cluster_of([busy, empty, running, pod]), EPOCH)
+    report = Scheduler(cluster, SchedulerConfiguration()).schedule_pending()
+    assert [(b.pod, b.node) for b in report.bindings] == [("default/p", "busy")]
