@@ -99,7 +99,7 @@ class PreemptionToleration:
 
     def filter_victim(self, preemptor: SchedulingUnit, victim: VictimUnit, snapshot: Snapshot) -> Status:
         if preemptor.preemption_policy == "Never":
-            return unschedulable(f"{victim.key} is not preempted by {preemptor.key}: its preemptionPolicy is Never")
+            return unschedulable(f"{victim.key} is tolerated: preemptor {preemptor.key} has preemptionPolicy Never")
         class_name = victim_class_name(victim, snapshot)
         if class_name is None:
             return SUCCESS

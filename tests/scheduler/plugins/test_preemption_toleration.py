@@ -171,7 +171,7 @@ CASES = [
         [batch()],
         running(),
         make_pod("p").priority(1_000_000).preempt_never().obj(),
-        "default/v is not preempted by default/p: its preemptionPolicy is Never",
+        "default/v is tolerated: preemptor default/p has preemptionPolicy Never",
         None,
         id="preemptionPolicy Never is tolerated by everyone",
     ),
