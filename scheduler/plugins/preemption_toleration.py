@@ -64,6 +64,12 @@ def _cached_policy(
         return err
 
 
+@lru_cache(maxsize=4096)
+def _warn_missing_class(victim: str, class_name: str) -> None:
+    """Log once per victim and class, not once per preemption attempt that considers it."""
+    log.warning("victim priority class missing", victim=victim, priority_class=class_name)
+
+
 def policy_of(pc: PriorityClass) -> TolerationPolicy | PolicyError | None:
     """The class's policy, None when it carries none, or the error that voids it."""
     return _cached_policy(pc.metadata.name, pc.value, tuple(sorted(pc.metadata.annotations.items())))
@@ -105,7 +111,7 @@ class PreemptionToleration:
             return SUCCESS
         pc = snapshot.priority_classes.get(class_name)
         if pc is None:
-            log.warning("victim priority class missing", victim=victim.key, priority_class=class_name)
+            _warn_missing_class(victim.key, class_name)
             return SUCCESS
         policy = policy_of(pc)
         if policy is None or isinstance(policy, PolicyError):
