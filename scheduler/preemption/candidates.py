@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
@@ -45,6 +46,7 @@ class RunningPods:
     """
 
     infos: list[PodInfo]
+    keys: npt.NDArray[np.object_]
     node: IntArray
     priority: IntArray
     requests: IntArray
@@ -102,6 +104,7 @@ class RunningPods:
         matrix = np.array(rows, dtype=np.int64).reshape(-1, width)
         return RunningPods(
             infos=infos,
+            keys=np.array([i.key for i in infos], dtype=object),
             node=np.array(node, dtype=np.int64),
             priority=np.array([i.priority for i in infos], dtype=np.int64),
             requests=matrix[np.array(shape, dtype=np.int64)] if infos else np.zeros((0, width), dtype=np.int64),
@@ -132,6 +135,8 @@ class Candidates:
     victim_filters: tuple[VictimFilter, ...]
     _victims: dict[int, VictimUnit] = field(default_factory=dict)
     _order: IntArray | None = None
+    _bounds: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _index: dict[str, int] | None = None
 
     def victim(self, index: int) -> VictimUnit:
         """The VictimUnit for a unit index, made on first use."""
@@ -139,10 +144,11 @@ class Candidates:
         if found is None:
             inp = self.search_input
             if self._order is None:
-                self._order = np.argsort(inp.pod_unit, kind="stable")
-            order = self._order
-            low, high = np.searchsorted(inp.pod_unit[order], [index, index + 1])
-            pods = tuple(self.running.infos[int(r)] for r in self.pod_rows[order[low:high]].tolist())
+                order = np.argsort(inp.pod_unit, kind="stable")
+                self._order = self.pod_rows[order]
+                self._bounds = np.searchsorted(inp.pod_unit[order], np.arange(len(inp.units) + 1))
+            low, high = int(self._bounds[index]), int(self._bounds[index + 1])
+            pods = tuple(self.running.infos[r] for r in self._order[low:high].tolist())
             group = self.snapshot.groups.get(pods[0].group_key) if pods[0].group_key is not None else None
             starts = [p.scheduled_at for p in pods if p.scheduled_at is not None]
             unit = inp.units[index]
@@ -155,7 +161,9 @@ class Candidates:
         return tuple(self.victim(index[v.key]) for v in decision.victims)
 
     def index(self) -> dict[str, int]:
-        return {key: i for i, key in enumerate(self.search_input.units.keys)}
+        if self._index is None:
+            self._index = {key: i for i, key in enumerate(self.search_input.units.keys)}
+        return self._index
 
     def decide(self) -> Decision:
         """Search, applying victim filters lazily: first only to the victims a search picks.
@@ -233,11 +241,11 @@ def build_candidates(
     started = np.full(len(unique), np.inf)
     np.minimum.at(started, pod_unit, np.nan_to_num(running.started[pod_rows], nan=np.inf))
     whole = unique < len(running.groups)
-    keys = [
-        running.groups[int(u)] if w else running.infos[int(r)].key for u, w, r in zip(unique, whole, first, strict=True)
-    ]
+    keys = running.keys[first]
+    for at in np.flatnonzero(whole).tolist():
+        keys[at] = running.groups[int(unique[at])]
     units = Units(
-        keys=keys,
+        keys=keys.tolist(),
         priority=running.priority[first],
         whole_group=whole,
         started_at=np.where(np.isinf(started), np.nan, started),
@@ -260,7 +268,7 @@ def build_candidates(
         node_names=table.names,
         free=free,
         units=units,
-        pod_keys=[running.infos[r].key for r in pod_rows.tolist()],
+        pod_keys=running.keys[pod_rows].tolist(),
         pod_unit=pod_unit.astype(np.int64),
         pod_node=running.node[pod_rows],
         pod_requests=running.requests[pod_rows],
