@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,8 +35,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="compete for a Lease so only one replica schedules (default: the config's leaderElection)",
     )
-    parser.add_argument("--lease-namespace", default="kube-system", help="Lease namespace (default %(default)s)")
-    parser.add_argument("--identity", help="this replica's Lease holder identity (default: hostname + random)")
+    parser.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "kube-system",
+        help="Lease namespace when the config names none (default: $POD_NAMESPACE, else kube-system)",
+    )
+    parser.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME"),
+        help="this replica's Lease holder identity (default: $POD_NAME, else hostname + random)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(func=run)
 
@@ -52,11 +61,27 @@ def load_config(path: str | None) -> SchedulerConfiguration:
     return SchedulerConfiguration.model_validate(raw or {})
 
 
-def run(args: argparse.Namespace) -> int:
+def configure_logging(verbose: bool) -> None:
+    """Console lines by default; `PHALANX_LOG_FORMAT=json` and `PHALANX_LOG_LEVEL` as the chart sets them."""
+    level_name = "debug" if verbose else os.environ.get("PHALANX_LOG_LEVEL", "info")
+    level = logging.getLevelNamesMapping().get(level_name.upper(), logging.INFO)
+    processors: list[structlog.typing.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso"),
+    ]
+    if os.environ.get("PHALANX_LOG_FORMAT") == "json":
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
     structlog.configure(
+        processors=processors,
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if args.verbose else logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
     try:
         config = load_config(args.config)
     except (OSError, yaml.YAMLError, ValidationError) as err:

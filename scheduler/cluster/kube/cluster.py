@@ -191,11 +191,11 @@ class KubeCluster:
             informer.start()
 
     def stop(self) -> None:
-        """Stop the informers; Events already queued are still sent (bounded by the request timeout)."""
+        """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
         self._binder.shutdown(wait=True, cancel_futures=True)
+        self._stop.set()
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
-        self._stop.set()
         for informer in self.informers:
             informer.stop()
 
@@ -571,7 +571,7 @@ class KubeCluster:
             log.warning("event dropped", regarding=_key(regarding), reason=reason)
 
     def _send_events(self) -> None:
-        while (body := self._events.get()) is not None:
+        while (body := self._events.get()) is not None and not self._stop.is_set():
             namespace = body["metadata"]["namespace"]
             try:
                 call_with_retry(
