@@ -284,7 +284,7 @@ def _cel_errors(doc: Doc, old: Doc | None = None) -> list[str]:
             id="podgroup with both basic and gang",
         ),
         pytest.param(
-            _with(PODGROUP, "spec.schedulingPolicy", {}),
+            _with(_with(PODGROUP, "spec.schedulingPolicy", {}), "spec.disruptionMode", "Pod"),
             None,
             ["spec.schedulingPolicy: exactly one of basic or gang must be set"],
             id="podgroup with neither basic nor gang",
@@ -328,6 +328,24 @@ def _cel_errors(doc: Doc, old: Doc | None = None) -> list[str]:
             WORKLOAD,
             ["spec: controllerRef is immutable once set"],
             id="workload controllerRef changed",
+        ),
+        pytest.param(
+            _with(PODGROUP, "spec.schedulingPolicy", {"basic": {}}),
+            None,
+            [
+                "spec: disruptionMode must be Pod when schedulingPolicy is basic: "
+                "only a gang can be disrupted as one unit"
+            ],
+            id="basic podgroup cannot be disrupted whole",
+        ),
+        pytest.param(
+            _with(WORKLOAD, "spec.podGroupTemplates.1.disruptionMode", "PodGroup"),
+            None,
+            [
+                "spec.podGroupTemplates[1]: disruptionMode must be Pod when schedulingPolicy is basic: "
+                "only a gang can be disrupted as one unit"
+            ],
+            id="basic template cannot be disrupted whole",
         ),
         pytest.param(QUEUE, None, [], id="queue with a parent"),
         pytest.param(
