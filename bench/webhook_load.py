@@ -12,7 +12,7 @@ both in the same run:
 The load generator runs in separate processes (threads + `http.client`, one kept-alive connection per
 thread), so its Python work does not share a GIL with the servers; it does share the two cores.
 
-    .venv/bin/python bench/webhook_load.py [--duration 10] [--rate 500] [--processes 2] [--threads 4]
+    .venv/bin/python bench/webhook_load.py [--duration 5] [--rounds 4] [--rate 500] [--processes 2] [--threads 4]
 """
 
 from __future__ import annotations
@@ -130,14 +130,18 @@ def _drive(port: int, ca_file: str, body: bytes, seconds: float, interval: float
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    requests: int
+    latencies: tuple[float, ...]
     seconds: float
-    p50_ms: float
-    p99_ms: float
 
     @property
     def rate(self) -> float:
-        return self.requests / self.seconds
+        return len(self.latencies) / self.seconds
+
+    def quantile_ms(self, q: int) -> float:
+        return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] * 1000
+
+    def __add__(self, other: Result) -> Result:
+        return Result(self.latencies + other.latencies, self.seconds + other.seconds)
 
 
 def measure(
@@ -146,9 +150,8 @@ def measure(
     interval = (processes * threads / rate) if rate else None
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_drive, port, str(ca_file), body, seconds, interval, threads) for _ in range(processes)]
-        latencies = sorted(x for f in futures for x in f.result())
-    quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
-    return Result(len(latencies), seconds, quantiles[49] * 1000, quantiles[98] * 1000)
+        latencies = tuple(sorted(x for f in futures for x in f.result()))
+    return Result(latencies, seconds)
 
 
 def start_trivial(directory: Path, workers: int, threads: int) -> Webhook:
@@ -185,7 +188,8 @@ def main(argv: list[str]) -> int:
         port, cert, key, workers, threads = argv[1:6]
         return serve_trivial(int(port), cert, key, int(workers), int(threads))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per server and mode")
     parser.add_argument("--rate", type=float, default=500.0, help="open-loop request rate")
     parser.add_argument("--processes", type=int, default=2, help="load generator processes")
     parser.add_argument("--threads", type=int, default=4, help="connections per load process")
@@ -209,16 +213,20 @@ def main(argv: list[str]) -> int:
             "trivial Flask handler": start_trivial(root / "trivial", args.workers, args.server_threads),
         }
         try:
-            for name, server in servers.items():
-                measure(server.port, server.ca_file, body, 1.0, None, args.processes, args.threads)  # warm-up
-                results[name] = {
-                    "closed": measure(
-                        server.port, server.ca_file, body, args.duration, None, args.processes, args.threads
-                    ),
-                    "open": measure(
-                        server.port, server.ca_file, body, args.duration, args.rate, args.processes, args.threads
-                    ),
-                }
+            names = list(servers)
+            for name in names:
+                measure(servers[name].port, servers[name].ca_file, body, 1.0, None, args.processes, args.threads)
+            # Rounds in A B B A order: background load on a shared machine drifts, and both servers should
+            # see the same drift; results pool the rounds.
+            for round_ in range(args.rounds):
+                for name in names if round_ % 2 == 0 else names[::-1]:
+                    server = servers[name]
+                    for mode, rate in (("closed", None), ("open", args.rate)):
+                        result = measure(
+                            server.port, server.ca_file, body, args.duration, rate, args.processes, args.threads
+                        )
+                        previous = results.setdefault(name, {}).get(mode)
+                        results[name][mode] = previous + result if previous else result
         finally:
             for server in servers.values():
                 server.process.send_signal(signal.SIGTERM)
@@ -226,7 +234,10 @@ def main(argv: list[str]) -> int:
             api.stop()
 
     conns = args.processes * args.threads
-    print(f"closed loop: {conns} connections; open loop: {args.rate:.0f} req/s offered; {args.duration:.0f} s each")
+    print(
+        f"closed loop: {conns} connections; open loop: {args.rate:.0f} req/s offered;"
+        f" {args.rounds} alternating rounds of {args.duration:.0f} s per server and mode"
+    )
     print("| server | closed req/s | closed p50 ms | closed p99 ms | open req/s | open p50 ms | open p99 ms |")
     print("|---|---|---|---|---|---|---|")
     for name, r in results.items():

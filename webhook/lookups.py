@@ -212,19 +212,25 @@ class KubeLookups:
     def __init__(self, api_client: client.ApiClient, watch_seconds: int = 240) -> None:
         api = client.CustomObjectsApi(api_client)
         self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
         resources = (PRIORITY_CLASSES, QUEUES, WORKLOADS, POD_GROUPS, NATIVE_WORKLOADS, NATIVE_POD_GROUPS)
         self.informers = {r: Informer(api, r, self._stop, watch_seconds) for r in resources}
 
     def start(self) -> KubeLookups:
         for resource, informer in self.informers.items():
-            threading.Thread(target=informer.run, name=f"informer-{resource.name}", daemon=True).start()
-        # Quiet the daemon threads before the interpreter exits: one caught writing a log line during
-        # finalization aborts the process.
+            thread = threading.Thread(target=informer.run, name=f"informer-{resource.name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        # Quiet the daemon threads before the interpreter finalizes: one caught writing a log line then
+        # aborts the process (SIGABRT). Threads blocked on a watch write nothing and are left behind.
         atexit.register(self.stop)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 0.5) -> None:
         self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until every informer has listed once, or `timeout` seconds pass."""

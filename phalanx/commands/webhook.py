@@ -45,7 +45,29 @@ def _start_certificate_controller(args: argparse.Namespace) -> None:
     CertificateController(settings, api_client_from(args.kubeconfig)).start()
 
 
+def _configure_logging(level: str) -> None:
+    """Key=value lines on stderr; JSON when the chart sets PHALANX_LOG_FORMAT=json (log shippers)."""
+    import logging
+    import sys
+
+    import structlog
+
+    json_logs = os.environ.get("PHALANX_LOG_FORMAT", "text") == "json"
+    renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    _configure_logging(args.log_level)
     # Order matters: the metrics directory must be set before prometheus_client is imported.
     from webhook.server import ServerOptions, prepare_metrics_dir, serve
 

@@ -65,14 +65,28 @@ class Webhook:
     cert_file: Path
     key_file: Path
     log_file: Path
+    server_hostname: str | None = None
     _conn: HTTPSConnection | None = None
 
     def context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
+    def connection(self) -> HTTPSConnection:
+        """An HTTPS connection to 127.0.0.1 that verifies the certificate for `server_hostname` if set."""
+        conn = HTTPSConnection("127.0.0.1", self.port, context=self.context(), timeout=10)
+        if self.server_hostname:
+            name, context = self.server_hostname, self.context()
+
+            def connect() -> None:
+                raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                conn.sock = context.wrap_socket(raw, server_hostname=name)
+
+            conn.connect = connect  # type: ignore[method-assign]
+        return conn
+
     def fresh_request(self, method: str, path: str) -> int:
         """One request on a new connection, so that several workers get asked."""
-        conn = HTTPSConnection("127.0.0.1", self.port, context=self.context(), timeout=10)
+        conn = self.connection()
         try:
             conn.request(method, path)
             return conn.getresponse().status
@@ -82,7 +96,7 @@ class Webhook:
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes, str]:
         for attempt in range(2):
             if self._conn is None:
-                self._conn = HTTPSConnection("127.0.0.1", self.port, context=self.context(), timeout=10)
+                self._conn = self.connection()
             try:
                 self._conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
                 resp = self._conn.getresponse()
@@ -120,11 +134,22 @@ def write_certificates(directory: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-def start_webhook(directory: Path, kubeconfig: Path, workers: int = 2, extra: tuple[str, ...] = ()) -> Webhook:
-    ca_file, cert_file, key_file = write_certificates(directory)
+def start_webhook(
+    directory: Path,
+    kubeconfig: Path,
+    workers: int = 2,
+    extra: tuple[str, ...] = (),
+    env_extra: dict[str, str] | None = None,
+    server_hostname: str | None = None,
+) -> Webhook:
+    """Start `phalanx webhook`; with `env_extra` selecting in-cluster certificates, no files are written here."""
+    if env_extra:
+        ca_file, cert_file, key_file = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
+    else:
+        ca_file, cert_file, key_file = write_certificates(directory)
     port = free_port()
     log_file = directory / "webhook.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     command = [
         sys.executable, "-m", "phalanx.cli", "webhook", "--bind", f"127.0.0.1:{port}",
@@ -133,7 +158,7 @@ def start_webhook(directory: Path, kubeconfig: Path, workers: int = 2, extra: tu
     ]  # fmt: skip
     with log_file.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    hook = Webhook(process, port, ca_file, cert_file, key_file, log_file)
+    hook = Webhook(process, port, ca_file, cert_file, key_file, log_file, server_hostname=server_hostname)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -141,7 +166,7 @@ def start_webhook(directory: Path, kubeconfig: Path, workers: int = 2, extra: tu
         try:
             if all(hook.fresh_request("GET", "/readyz") == 200 for _ in range(workers * 2)):
                 return hook
-        except OSError:
+        except (OSError, ssl.SSLError):
             pass
         time.sleep(0.1)
     hook.stop()
