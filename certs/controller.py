@@ -62,6 +62,14 @@ class RotationSettings:
     days: int = 365
     resync: dt.timedelta = dt.timedelta(minutes=1)
 
+    def __post_init__(self) -> None:
+        # the files are swapped together through one `..data` link in their shared directory
+        if self.key_file.parent != self.cert_file.parent:
+            raise ValueError(
+                f"key_file: Invalid value: {str(self.key_file)!r}: must be in the directory of cert_file "
+                f"({self.cert_file.parent})"
+            )
+
     @property
     def policy(self) -> CertificatePolicy:
         return CertificatePolicy(
