@@ -1,0 +1,147 @@
+"""KubeCluster's writes against the loopback server: guarded, idempotent, and refused without the Lease."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.api.meta import Condition
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.cluster.kube import KubeCluster, NotLeader, api_client_from
+from tests.apiserver import ApiServer
+from tests.builders import make_node, make_pod, make_podgroup
+from tests.kube.replica import GATE, PG_GROUP, wait_for
+
+START_ANNOTATION = "scheduling.phalanx.dev/last-start-timestamp"
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
+    apiserver.create(make_node("n0").cap(cpu="8", memory="8Gi").json())
+    kube = KubeCluster(api_client_from(kubeconfig), identity="writer", request_timeout_seconds=1.0)
+    kube.start()
+    assert kube.wait_synced(10)
+    yield kube
+    kube.stop()
+
+
+def pod(server: ApiServer, name: str) -> Pod:
+    raw = server.get("pods", name, "default")
+    assert raw is not None
+    return Pod.model_validate(raw)
+
+
+def test_gate_removal_keeps_a_concurrent_change(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_pod("p").gate("example.com/foreign", GATE, "example.com/other").json())
+    stale = pod(apiserver, "p")
+    raw = apiserver.get("pods", "p", "default")
+    assert raw is not None
+    raw["spec"]["schedulingGates"] = [{"name": GATE}, {"name": "example.com/other"}]
+    apiserver.apply(raw)
+    cluster.remove_scheduling_gate(stale, GATE)
+    assert [g.name for g in pod(apiserver, "p").spec.scheduling_gates] == ["example.com/other"]
+    patches = apiserver.requests_matching("PATCH", "/api/v1/namespaces/default/pods/p")
+    assert len(patches) == 2, "the first patch's test op failed (422), the retry used the fresh gates"
+
+
+def test_removing_the_last_gate_drops_the_key(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_pod("p").gate(GATE).json())
+    cluster.remove_scheduling_gate(pod(apiserver, "p"), GATE)
+    raw = apiserver.get("pods", "p", "default")
+    assert raw is not None
+    assert "schedulingGates" not in raw["spec"]
+
+
+def test_delete_spares_a_replacement_with_the_same_name(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_pod("victim").on("n0").json())
+    old = pod(apiserver, "victim")
+    apiserver.delete("pods", "victim", "default")
+    apiserver.create(make_pod("victim").on("n0").json())
+    cluster.delete_pod(old, None)
+    assert pod(apiserver, "victim").metadata.uid != old.metadata.uid
+    assert pod(apiserver, "victim").metadata.deletion_timestamp is None
+
+
+def test_delete_uses_the_grace_period_and_tolerates_gone(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.hold_terminating = True
+    apiserver.create(make_pod("victim").on("n0").grace(7).json())
+    victim = pod(apiserver, "victim")
+    cluster.delete_pod(victim, None)
+    assert pod(apiserver, "victim").metadata.deletion_grace_period_seconds == 7
+    apiserver.finish_terminating()
+    cluster.delete_pod(victim, None)
+
+
+def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_pod("p").json())
+    condition = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
+    cluster.set_pod_condition(pod(apiserver, "p"), condition)
+    cluster.set_pod_condition(pod(apiserver, "p"), condition)
+    assert len(apiserver.requests_matching("PATCH", "/api/v1/namespaces/default/pods/p/status")) == 1
+    written = pod(apiserver, "p").condition("PodScheduled")
+    assert written is not None
+    assert (written.reason, written.message) == ("Unschedulable", "0/1 nodes fit")
+
+
+def test_nomination_is_set_and_cleared(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_pod("p").json())
+    cluster.set_nominated_node(pod(apiserver, "p"), "n0")
+    assert pod(apiserver, "p").status.nominated_node_name == "n0"
+    cluster.set_nominated_node(pod(apiserver, "p"), None)
+    assert pod(apiserver, "p").status.nominated_node_name is None
+
+
+def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_podgroup("g").gang(2).json())
+
+    def group() -> PodGroup:
+        raw = apiserver.get("podgroups", "g", "default", group=PG_GROUP)
+        assert raw is not None
+        return PodGroup.model_validate(raw)
+
+    scheduled = Condition(type="PodGroupScheduled", status="False", reason="Unschedulable", message="1/2 fit")
+    target = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="x")
+    cluster.set_pod_group_condition(group(), scheduled)
+    cluster.set_pod_group_condition(group(), target)
+    cluster.set_pod_group_condition(group(), target)
+    assert [c.type for c in group().status.conditions] == ["PodGroupScheduled", "DisruptionTarget"]
+    cluster.annotate_pod_group(group(), START_ANNOTATION, "2026-11-22T05:00:00Z")
+    assert group().metadata.annotations[START_ANNOTATION] == "2026-11-22T05:00:00Z"
+    assert (
+        len(
+            apiserver.requests_matching("PATCH", "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/default/podgroups/g")
+        )
+        == 3
+    )
+
+
+def test_binding_a_pod_bound_elsewhere_assumes_where_it_went(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    apiserver.create(make_node("n1").cap(cpu="8", memory="8Gi").json())
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: "default/p" in cluster.objects().pods)
+    unbound = pod(apiserver, "p")
+    blind = apiserver.fail("GET", "/api/v1/pods", 500, times=10_000)
+    apiserver.restart(compact=False)
+    raw = apiserver.get("pods", "p", "default")
+    assert raw is not None
+    raw["spec"]["nodeName"] = "n1"
+    apiserver.apply(raw)
+    cluster.bind(unbound, "n0")
+    wait_for(lambda: apiserver.requests_matching("POST", "/api/v1/namespaces/default/pods/p/binding"))
+    wait_for(lambda: cluster.objects().pods["default/p"].spec.node_name == "n1")
+    assert cluster.pods.get("default/p").spec.node_name is None, "the watch has not shown the binding"  # type: ignore[union-attr]
+    blind.remaining = 0
+
+
+def test_writes_are_refused_without_the_lease(apiserver: ApiServer, kubeconfig: Path) -> None:
+    apiserver.create(make_pod("p").json())
+    kube = KubeCluster(api_client_from(kubeconfig), may_write=lambda: False)
+    with pytest.raises(NotLeader):
+        kube.bind(pod(apiserver, "p"), "n0")
+    with pytest.raises(NotLeader):
+        kube.delete_pod(pod(apiserver, "p"), 0)
+    kube.record_event(pod(apiserver, "p"), "Normal", "Scheduled", "x")
+    assert not [r for r in apiserver.requests if r.method != "GET"]
