@@ -258,6 +258,11 @@ def test_uninstall_removes_configurations_and_secret_once(
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to remove"
 
 
+def test_key_and_certificate_must_share_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"key_file: Invalid value: .*must be in the directory of cert_file"):
+        RotationSettings(NS, SECRET, "wh", MUTATING, VALIDATING, tmp_path / "a" / "tls.crt", tmp_path / "b" / "tls.key")
+
+
 @pytest.mark.parametrize(
     ("environ", "want"),
     [
@@ -283,11 +288,6 @@ def test_uninstall_removes_configurations_and_secret_once(
         ),
     ],
 )
-def test_key_and_certificate_must_share_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="key_file: Invalid value: .*must be in the directory of cert_file"):
-        RotationSettings(NS, SECRET, "wh", MUTATING, VALIDATING, tmp_path / "a" / "tls.crt", tmp_path / "b" / "tls.key")
-
-
 def test_settings_from_env_rejects_incomplete_chart_env(environ: dict[str, str], want: str | None) -> None:
     paths = {"cert_file": Path("/certs/tls.crt"), "key_file": Path("/certs/tls.key")}
     if want is None:
