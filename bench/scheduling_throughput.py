@@ -106,9 +106,11 @@ def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int
     memory = MemoryCluster(objects, NOW)
     scheduler = Scheduler(memory, SchedulerConfiguration())
     gc.collect()
+    gc.freeze()  # as `phalanx simulate` does once the scenario is loaded
     started, cpu = time.perf_counter(), time.process_time()
     report = scheduler.schedule_pending()
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    gc.unfreeze()
     return pending, len(report.bindings), elapsed, cpu
 
 
