@@ -244,11 +244,11 @@ def main(argv: list[str]) -> int:
         c, o = r["closed"], r["open"]
         cells = [
             f"{c.rate:.0f}",
-            f"{c.p50_ms:.2f}",
-            f"{c.p99_ms:.2f}",
+            f"{c.quantile_ms(50):.2f}",
+            f"{c.quantile_ms(99):.2f}",
             f"{o.rate:.0f}",
-            f"{o.p50_ms:.2f}",
-            f"{o.p99_ms:.2f}",
+            f"{o.quantile_ms(50):.2f}",
+            f"{o.quantile_ms(99):.2f}",
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     ratio = results["phalanx webhook"]["closed"].rate / results["trivial Flask handler"]["closed"].rate

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from scheduler.api.pod import Pod
@@ -86,3 +89,10 @@ def test_queue_cycle_through_existing_queues_is_denied() -> None:
 def test_kinds_without_rules_pass_unchanged() -> None:
     node = make_node("n1").obj()
     assert admit(node, lookups()).object == node
+
+
+def test_admission_rules_load_neither_flask_nor_the_kubernetes_client() -> None:
+    """`phalanx simulate` admits through these rules and must not pay for either."""
+    code = "import sys, webhook.admission; print(sorted({'flask', 'kubernetes', 'gunicorn'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
