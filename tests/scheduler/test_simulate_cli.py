@@ -183,16 +183,18 @@ def test_directory_input_and_admission_gates_gang_members(tmp_path: Path, capsys
 
 
 @pytest.mark.parametrize(
-    ("example", "want_bound", "want_reasons"),
+    ("example", "args", "want_bound", "want_reasons"),
     [
         pytest.param(
             "training-gang-busy-pool.yaml",
+            [],
             {f"ml/llama-finetune-{i}" for i in range(8)},
             {"ml/bert-sweep-0": "Unschedulable", "ml/eval-harness-0": "WaitingForGang"},
             id="training gang binds whole on a busy pool",
         ),
         pytest.param(
             "multi-host-inference.yaml",
+            [],
             {f"serving/llm-70b-{r}-{m}" for r in (0, 1) for m in ("leader", "worker-1", "worker-2", "worker-3")}
             | {"serving/router-0"},
             {"serving/llm-70b-2-leader": "Unschedulable"},
@@ -200,16 +202,28 @@ def test_directory_input_and_admission_gates_gang_members(tmp_path: Path, capsys
         ),
         pytest.param(
             "foreign-scheduling-gate.yaml",
+            [],
             {"data/etl-1"},
             {"data/etl-0": "SchedulingGated", "data/spark-job-driver": "Unschedulable", "web/web-0": "OtherScheduler"},
             id="foreign gates hold pods and their gang",
         ),
+        pytest.param(
+            "cluster-dump-list.yaml",
+            ["--all-pending"],
+            {"shop/api-7d9f8-j7k8l", "shop/api-7d9f8-m9n0p"},
+            {"shop/reports-6f7a8-t3u4v": "Unschedulable", "shop/search-indexer-5c6d7-q1r2s": "Unschedulable"},
+            id="what-if on a kubectl List dump places every pending pod",
+        ),
     ],
 )
 def test_examples(
-    capsys: pytest.CaptureFixture[str], example: str, want_bound: set[str], want_reasons: dict[str, str]
+    capsys: pytest.CaptureFixture[str],
+    example: str,
+    args: list[str],
+    want_bound: set[str],
+    want_reasons: dict[str, str],
 ) -> None:
-    code, report, _ = simulate(capsys, str(EXAMPLES / example))
+    code, report, _ = simulate(capsys, str(EXAMPLES / example), *args)
     assert code == 0 and report is not None
     assert {b["pod"] for b in report["bindings"]} == want_bound
     reasons = {p["pod"]: p["reason"] for p in report["pending"]}
