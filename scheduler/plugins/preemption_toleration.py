@@ -14,7 +14,7 @@ toleration is over (upstream tolerates through the last instant, so the clock mu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 import structlog
@@ -45,8 +45,9 @@ class ProtectionWarning:
 
 
 def format_instant(when: datetime, now: datetime) -> str:
-    """`12:40:00Z` when the protection ends today (as the user reads a clock), else the full date."""
-    if when.date() == now.date():
+    """`12:40:00Z` when the protection ends today (UTC, as the user reads a clock), else the full date."""
+    when = when.astimezone(UTC)
+    if when.date() == now.astimezone(UTC).date():
         return when.strftime("%H:%M:%SZ")
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -148,6 +148,14 @@ CASES = [
         id="member of an elastic group passes: the validator guards minCount",
     ),
     pytest.param(
+        gang("PodGroup", "2026-01-01T13:56:00+02:00"),
+        incoming("nlp"),
+        "team-a/train-7",
+        "until 12:06:00Z",
+        NOW + 6 * MINUTE,
+        id="timestamp with an offset is reported in UTC",
+    ),
+    pytest.param(
         gang("Pod", "2026-01-01T11:56:00"),
         incoming("nlp"),
         "team-a/w0",
