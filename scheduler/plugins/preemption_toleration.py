@@ -20,7 +20,7 @@ from functools import lru_cache
 import structlog
 
 from scheduler.api.meta import ApiModel, ObjectMeta
-from scheduler.api.preemption_toleration import PolicyError, TolerationPolicy, parse_policy
+from scheduler.api.preemption_toleration import PolicyError, TolerationPolicy, parse_policy, policy_errors
 from scheduler.api.priority_class import PriorityClass, global_default
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
@@ -128,7 +128,10 @@ class PreemptionToleration:
         scheduled_at = _scheduled_at(victim)
         if scheduled_at is None:
             return unschedulable(f"{why} until it is scheduled")
-        last = scheduled_at + timedelta(seconds=policy.toleration_seconds)
+        try:
+            last = scheduled_at + timedelta(seconds=policy.toleration_seconds)
+        except OverflowError:
+            return unschedulable(f"{why} forever")
         if snapshot.now > last:
             return SUCCESS
         until = last.replace(microsecond=0) + timedelta(seconds=1)
@@ -138,9 +141,8 @@ class PreemptionToleration:
         """Unparsable policies (one per bad annotation) and victims naming a missing class."""
         found: list[ProtectionWarning] = []
         for pc in sorted(snapshot.priority_classes.values(), key=lambda c: c.metadata.name):
-            policy = policy_of(pc)
-            if isinstance(policy, PolicyError):
-                note = f"metadata.annotations[{policy.annotation}]: Invalid value: {policy}; no toleration applies"
+            for err in policy_errors(pc):
+                note = f"metadata.annotations[{err.annotation}]: Invalid value: {err}; no toleration applies"
                 found.append(ProtectionWarning(pc, "InvalidPreemptionToleration", note))
         found.extend(_missing_classes(snapshot))
         return found

@@ -120,6 +120,14 @@ CASES = [
         id="any negative toleration-seconds tolerates forever",
     ),
     pytest.param(
+        [batch(sigs_min="5000", sigs_seconds=str(2**63 - 1))],
+        running(),
+        incoming(2000),
+        "forever",
+        None,
+        id="toleration-seconds beyond any date tolerates forever",
+    ),
+    pytest.param(
         [batch(x_min="5000", x_seconds="-1")],
         running(),
         incoming(2000),
@@ -261,17 +269,21 @@ def test_bound_pod_without_condition_counts_from_start_time() -> None:
 def test_warnings_name_the_class_and_the_annotation() -> None:
     """Bad annotations and missing classes are listed for the back end to record as Warning Events."""
     snapshot = snapshot_of(
-        make_priority_class("broken", 10).annotate(XK8S + SECONDS, "soon").obj(),
+        make_priority_class("broken", 10).annotate(XK8S + SECONDS, "soon").annotate(SIGS + MIN, "1e3").obj(),
         make_priority_class("fine", 10).annotate(SIGS + SECONDS, "60").obj(),
         scheduled(make_pod("orphan").priority_class("gone"), NOW).obj(),
     )
     warnings = PreemptionToleration().warnings(snapshot)
     assert [(w.regarding.metadata.name, w.reason) for w in warnings] == [  # type: ignore[attr-defined]
         ("broken", "InvalidPreemptionToleration"),
+        ("broken", "InvalidPreemptionToleration"),
         ("orphan", "PriorityClassNotFound"),
     ]
     assert warnings[0].note == (
+        f"metadata.annotations[{SIGS}{MIN}]: Invalid value: must be an int32 integer, got '1e3'; no toleration applies"
+    )
+    assert warnings[1].note == (
         f"metadata.annotations[{XK8S}{SECONDS}]: Invalid value: must be an int64 integer, got 'soon'; "
         "no toleration applies"
     )
-    assert warnings[1].note == "PriorityClass gone not found: default/orphan is not protected by preemption toleration"
+    assert warnings[2].note == "PriorityClass gone not found: default/orphan is not protected by preemption toleration"
