@@ -15,6 +15,7 @@ import pytest
 from cryptography import x509
 
 from certs.authority import generate_ca, issue_serving_certificate
+from tests.apiserver.server import ApiServer
 from tests.webhook.harness import Webhook, fixture
 
 REVIEW = fixture("admission/pod-create-mutating.json")
@@ -152,3 +153,21 @@ def test_new_certificate_files_are_served_without_restart(webhook: Webhook, tmp_
     webhook.ca_file.write_bytes(ca.cert_pem)
     webhook._conn = None
     assert webhook.post("validate", REVIEW)[0] == 200
+
+
+def test_pod_whose_group_cannot_be_read_is_still_admitted(cluster: ApiServer, webhook: Webhook) -> None:
+    review = fixture("admission/pod-create-mutating.json")
+    review["request"]["object"]["metadata"]["labels"]["scheduling.phalanx.dev/pod-group"] = "unreadable"
+    cluster.fail("GET", "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/ml-team/podgroups/unreadable", 500, times=10)
+    status, body = webhook.post("mutate", review)
+    assert (status, body["response"]["allowed"], body["response"].get("warnings")) == (200, True, None)
+
+
+def test_podgroup_defaults_that_cannot_be_read_fail_closed(cluster: ApiServer, webhook: Webhook) -> None:
+    review = fixture("admission/native-podgroup-create-mutating.json")
+    review["request"]["object"]["spec"]["podGroupTemplateRef"]["workload"]["workloadName"] = "unreadable"
+    cluster.fail("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml-team/workloads/unreadable", 503, times=10)
+    status, body = webhook.post("mutate", review)
+    response = body["response"]
+    assert (status, response["allowed"], response["status"]["code"]) == (200, False, 500)
+    assert response["status"]["message"] == "lookup failed: reading workloads ml-team/unreadable: HTTP 503"

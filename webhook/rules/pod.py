@@ -16,6 +16,7 @@ from scheduler.api.config import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from scheduler.api.pod import POD_GROUP_LABEL, Pod
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
 from scheduler.api.priority_class import global_default
+from webhook.errors import LookupFailed
 from webhook.field import ROOT, FieldError, duplicate, forbidden, immutable, invalid
 from webhook.rules.decode import decode
 from webhook.rules.defaulted import Defaulted
@@ -67,13 +68,20 @@ def _group_ref(pod: Pod) -> tuple[str, str] | None:
 
 
 def _priority_warning(pod: Pod, api_version: str, group_name: str, lookups: Lookups) -> str | None:
+    """Best effort: a look-up failure costs the warning, never the pod's creation."""
     namespace = pod.metadata.namespace or "default"
-    group = lookups.pod_group(api_version, namespace, group_name)
+    try:
+        group = lookups.pod_group(api_version, namespace, group_name)
+    except LookupFailed:
+        return None
     if group is None:
         return None
     pod_class, group_class = pod.spec.priority_class_name, group.spec.priority_class_name
     if not pod_class or not group_class:
-        default = global_default(lookups.priority_classes())
+        try:
+            default = global_default(lookups.priority_classes())
+        except LookupFailed:
+            return None
         default_name = default.metadata.name if default else None
         pod_class, group_class = pod_class or default_name, group_class or default_name
     if pod_class == group_class:
