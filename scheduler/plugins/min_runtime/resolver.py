@@ -65,6 +65,8 @@ def duration_error(raw: str) -> str | None:
         value = parse_duration(raw)
     except DurationError as err:
         return str(err)
+    except OverflowError:
+        return f"{raw!r} is out of range"
     if value < timedelta(0):
         return f"{raw!r} is negative: must be 0 or more"
     return None
@@ -176,8 +178,16 @@ class Resolver:
     ) -> Protection | None:
         """The victim unit's min-runtime protection against the preemptor at `now`, or None."""
         start = started_at(group, pods)
-        if start is None or now >= start + self.longest:
+        if start is None or now >= _after(start, self.longest):
             return None
         resolution = self.resolve(unit_queue(preemptor.group, preemptor.members), unit_queue(group, pods))
-        until = start + resolution.duration
+        until = _after(start, resolution.duration)
         return Protection(resolution, until) if now < until else None
+
+
+def _after(start: datetime, duration: timedelta) -> datetime:
+    """`start + duration`, saturating at the last representable instant (a min-runtime of 10,000 weeks)."""
+    try:
+        return start + duration
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)

@@ -204,9 +204,17 @@ def test_long_protection_prints_the_date() -> None:
     )
 
 
+def test_min_runtime_beyond_the_calendar_protects_without_overflow() -> None:
+    snapshot = snapshot_of(make_queue("a").reclaim_min_runtime("500000w").obj(), lone("v", "a", NOW), incoming("b"))
+    status = MinRuntime().filter_victim(preemptor(snapshot, "team-a/p"), victim(snapshot, "team-a/v"), snapshot)
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.message().endswith("until 9999-12-31T23:59:59Z")
+
+
 def test_warnings_name_queue_field_and_rule() -> None:
     snapshot = snapshot_of(
         make_queue("bad").reclaim_min_runtime("-5m").obj(),
+        make_queue("huge").preempt_min_runtime("99999999999999h").obj(),
         make_queue("lost").parent("nowhere").preempt_min_runtime("soon").obj(),
         make_queue("a").parent("b").obj(),
         make_queue("b").parent("a").obj(),
@@ -220,6 +228,11 @@ def test_warnings_name_queue_field_and_rule() -> None:
             "bad",
             "InvalidMinRuntime",
             "spec.reclaimMinRuntime: Invalid value: '-5m': '-5m' is negative: must be 0 or more; treated as 0",
+        ),
+        (
+            "huge",
+            "InvalidMinRuntime",
+            "spec.preemptMinRuntime: Invalid value: '99999999999999h': '99999999999999h' is out of range; treated as 0",
         ),
         (
             "lost",
