@@ -3,10 +3,11 @@
 Reads come from informers (list-then-watch caches, `informer.py`), so a pass never waits on the
 API. Our own writes are overlaid on the cache until the watch delivers them: a pod we bound counts
 on its node in the very next pass, which is what keeps a node from being over-committed between a
-Binding and its watch event (kube-scheduler's "assume"). Bindings are sent by a pool of workers,
-as kube-scheduler's binding cycle does, so `bind` never raises `AlreadyBound` here: on a 409
-"already assigned" the pod is assumed on the node the message names until the watch shows it.
-Every pod is cached, whoever schedules it, so nodes are accounted for in full.
+Binding and its watch event (kube-scheduler's "assume"). Bindings and gate removals are sent by
+pools of workers, as kube-scheduler's binding cycle does (a Binding waits for its pod's gate
+removal), so `bind` never raises `AlreadyBound` here: on a 409 "already assigned" the pod is
+assumed on the node the message names until the watch shows it. Every pod is cached, whoever
+schedules it, so nodes are accounted for in full.
 
 Writes are idempotent, so a restarted scheduler may replay them: 409 on Binding means someone
 placed the pod, deletes carry a UID precondition and ignore "already gone", gate
@@ -26,7 +27,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,8 @@ class KubeCluster:
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
+        self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
+        self._ungating: dict[str, tuple[str, Future[bool]]] = {}
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
         self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -193,6 +196,7 @@ class KubeCluster:
     def stop(self) -> None:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
         self._binder.shutdown(wait=True, cancel_futures=True)
+        self._gater.shutdown(wait=True, cancel_futures=True)
         self._stop.set()
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
@@ -222,6 +226,11 @@ class KubeCluster:
         with self._lock:
             self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
+            for key, (gate, _) in self._ungating.items():
+                pod = pods.get(key)
+                if pod is not None and any(g.name == gate for g in pod.spec.scheduling_gates):
+                    gates = [g for g in pod.spec.scheduling_gates if g.name != gate]
+                    pods[key] = pod.model_copy(update={"spec": pod.spec.model_copy(update={"scheduling_gates": gates})})
             for key, node in list(self._assumed.items()):
                 pod = pods.get(key)
                 if pod is None or pod.spec.node_name:
@@ -315,6 +324,11 @@ class KubeCluster:
             "metadata": {"name": meta.name, "namespace": meta.namespace, "uid": meta.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
+        with self._lock:
+            ungating = self._ungating.get(key)
+        if ungating is not None and not self._wait_quietly(ungating[1]):
+            self._forget_binding(key)
+            return
         try:
             self._call(
                 "bind",
@@ -342,14 +356,49 @@ class KubeCluster:
             return
         self.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {key} to {node_name}")
 
+    @staticmethod
+    def _wait_quietly(future: Future[bool]) -> bool:
+        try:
+            return future.result()
+        except CancelledError:
+            return False
+
     def _forget_binding(self, key: str) -> None:
         with self._lock:
             self._assumed.pop(key, None)
         self.changed.set()
 
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
-        """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry."""
+        """Assume the gate gone now; a worker sends the guarded patch, and the pod's Binding waits for it.
+
+        Sent synchronously, one patch per gang member cost the loop ~7 ms each (issue 7 benchmark).
+        """
+        if not self.may_write():
+            raise NotLeader("remove_gate")
         current = self._current_pod(pod)
+        if not any(g.name == gate for g in current.spec.scheduling_gates):
+            return
+        key = _key(pod)
+        with self._lock:
+            if key not in self._ungating:
+                self._ungating[key] = (gate, self._gater.submit(self._send_gate_removal, current, gate))
+
+    def _send_gate_removal(self, pod: Pod, gate: str) -> bool:
+        key = _key(pod)
+        try:
+            self._remove_gate_now(pod, gate)
+            return True
+        except Exception as exc:
+            log.warning("gate removal failed", pod=key, gate=gate, error=type(exc).__name__)
+            self.changed.set()
+            return False
+        finally:
+            with self._lock:
+                self._ungating.pop(key, None)
+
+    def _remove_gate_now(self, pod: Pod, gate: str) -> None:
+        """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry."""
+        current = pod
         for _ in range(3):
             gates = [g.model_dump(by_alias=True, exclude_none=True) for g in current.spec.scheduling_gates]
             if not any(g.get("name") == gate for g in gates):
