@@ -130,11 +130,11 @@ class PreemptionToleration:
             return unschedulable(f"{why} until it is scheduled")
         try:
             last = scheduled_at + timedelta(seconds=policy.toleration_seconds)
+            until = last.replace(microsecond=0) + timedelta(seconds=1)
         except OverflowError:
             return unschedulable(f"{why} forever")
         if snapshot.now > last:
             return SUCCESS
-        until = last.replace(microsecond=0) + timedelta(seconds=1)
         return unschedulable(f"{why} until {format_instant(until, snapshot.now)}", until=until)
 
     def warnings(self, snapshot: Snapshot) -> list[ProtectionWarning]:
