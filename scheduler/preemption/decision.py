@@ -89,37 +89,3 @@ class Decision:
         for member, why in sorted(self.pending.items()):
             lines.append(f"  pending {member}: {why}")
         return lines
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "preemptor": self.preemptor,
-            "priority": self.preemptor_priority,
-            "outcome": str(self.outcome),
-            "message": self.message,
-            "victims": [
-                {
-                    "unit": v.key,
-                    "pods": list(v.pods),
-                    "priority": v.priority,
-                    "nodes": list(v.nodes),
-                    "reason": str(v.reason),
-                    "message": v.message,
-                }
-                for v in self.victims
-            ],
-            "spared": [
-                {
-                    "unit": s.key,
-                    "priority": s.priority,
-                    "plugin": s.plugin,
-                    "reason": str(s.reason),
-                    "message": s.message,
-                    "until": s.until.isoformat() if s.until else None,
-                }
-                for s in self.spared
-            ],
-            "nominations": dict(sorted(self.nominations.items())),
-            "pending": dict(sorted(self.pending.items())),
-            "pdbViolations": self.pdb_violations,
-            "until": self.until.isoformat() if self.until else None,
-        }
