@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import structlog
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from phalanx.cli import main
@@ -113,6 +113,11 @@ def fits(victims: list[Running]) -> bool:
     preemptors=st.lists(incoming, min_size=1, max_size=3),
     seconds=st.sampled_from([-1, 0, 60, 600]),
 )
+@example(  # a preemptor bound during the run is preempted in turn by a later, higher one
+    victims=[Running("", 1, 0, "low", "a", timedelta(0))],
+    preemptors=[Incoming("", 1, "mid", "a"), Incoming("", 1, "high", "a"), Incoming("", 4, "high", "a")],
+    seconds=-1,
+)
 def test_nothing_is_preempted_while_protected(
     tmp_path_factory: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture[str],
@@ -131,6 +136,11 @@ def test_nothing_is_preempted_while_protected(
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     by_victim = {f"default/{v.name}": v for v in victims}
     by_preemptor = {f"default/{p.name}": p for p in preemptors}
+    for binding in report["bindings"]:
+        # A preemptor bound during the run may itself be preempted later, protected from its binding on.
+        bound = by_preemptor[binding["pod"]]
+        age = NOW - datetime.fromisoformat(binding["time"])
+        by_victim[binding["pod"]] = Running(bound.name, bound.cpu, 0, bound.klass, bound.queue, age)
     for entry in report["preemptions"]:
         victim = by_victim[entry["victim"]]
         allowed = earliest_preemption(victim, by_preemptor[entry["preemptor"]], seconds)
