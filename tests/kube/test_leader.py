@@ -28,7 +28,7 @@ def test_standby_takes_over_within_lease_duration_after_leader_is_killed(
     first.kill()
     killed = time.monotonic()
     wait_for(lambda: lease_holder(apiserver) == "second")
-    assert time.monotonic() - killed < LEASE_DURATION + 1.0
+    assert time.monotonic() - killed < LEASE_DURATION + 1.5
     apiserver.create(make_pod("after").req(cpu="1").json())
     wait_for(lambda: node_of(apiserver, "after"))
     lease = apiserver.get("leases", "phalanx-scheduler", "kube-system", group="coordination.k8s.io")
