@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import structlog
 import yaml
 
 from phalanx.cli import main
-from tests.builders import make_node, make_pod, make_priority_class, yaml_documents
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, make_queue, yaml_documents
 from tests.scheduler.plugins.min_runtime.units import scheduled
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
@@ -142,3 +142,35 @@ def test_preemptor_at_minimum_preemptable_priority_preempts_at_once(
     report = simulate(capsys, scenario, "10m")
     assert preempted(report) == {"physics/sim": NOW}
     assert set(bound(report)) == {"ops/urgent"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 4: the runner must write scheduling.phalanx.dev/last-start-timestamp when a group becomes "
+    "scheduled (scheduler/framework/runner.py); without it a gang bound during the run has no start time",
+)
+def test_gang_bound_during_the_run_is_protected_from_its_binding(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`big` waits for `old` (protected 9 more minutes); meanwhile `small` binds at 12:30:00Z, so `big` may take
+    both nodes only when `small`'s own reclaim-min-runtime (10m) ends at 12:40:00Z, not when `old`'s does."""
+    objects = [
+        make_priority_class("low", 100).obj(),
+        make_priority_class("mid", 1000).obj(),
+        make_priority_class("high", 6000).obj(),
+        make_queue("a").reclaim_min_runtime("10m").obj(),
+        make_queue("b").obj(),
+        make_node("n1").cap(cpu="4").obj(),
+        make_node("n2").cap(cpu="4").obj(),
+        scheduled(make_pod("old").req(cpu="4").priority_class("low").queue("a"), NOW_DT - timedelta(minutes=1)).obj(),
+        make_podgroup("small").gang(1).priority_class("mid").queue("a").obj(),
+        make_pod("small-0").req(cpu="4").priority_class("mid").group("small").obj(),
+        make_podgroup("big").gang(2).priority_class("high").queue("b").obj(),
+        make_pod("big-0").req(cpu="4").priority_class("high").group("big").obj(),
+        make_pod("big-1").req(cpu="4").priority_class("high").group("big").obj(),
+    ]
+    scenario = tmp_path / "chain.yaml"
+    scenario.write_text(yaml_documents(objects))
+    report = simulate(capsys, scenario, "30m")
+    assert bound(report)["default/small-0"] == NOW
+    assert preempted(report)["default/small-0"] >= "2026-11-22T12:40:00Z"
