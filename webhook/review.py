@@ -2,8 +2,9 @@
 
 Source of the shape: controller-runtime `pkg/webhook/admission/response.go` (allowed, denied, patched,
 errored) and kopf's single response builder. Patches are never written by hand: the original JSON is
-diffed with the defaulted JSON (`jsonpatch.make_patch`), so only changed paths appear and fields we do
-not model survive. The uid is echoed whenever the request carried one, even on a 400.
+diffed with the defaulted JSON by jsonpatch (`make_patch`'s `from_diff`, see `patch_for`), so only
+changed paths appear and fields we do not model survive. The uid is echoed whenever the request carried
+one, even on a 400.
 """
 
 from __future__ import annotations
