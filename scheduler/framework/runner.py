@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
@@ -21,7 +21,7 @@ import structlog
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
-from scheduler.api.pod_group import PodGroup
+from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
 from scheduler.framework.cluster import AlreadyBound, Cluster
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
@@ -210,6 +210,10 @@ class Scheduler:
             trial = []
         for pod, row in trial:
             self._bind(pod, row, snapshot, report, placed)
+        if unit.group is not None and trial and already < unit.min_count:
+            # The group just started running: min-runtime counts from here (DESIGN.md, min-runtime).
+            stamp = snapshot.now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, stamp)
         if unit.group is not None:
             self._group_condition(unit.group, bool(trial) or not failures, failures)
         if not failures:

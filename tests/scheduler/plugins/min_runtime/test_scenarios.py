@@ -144,11 +144,6 @@ def test_preemptor_at_minimum_preemptable_priority_preempts_at_once(
     assert set(bound(report)) == {"ops/urgent"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 4: the runner must write scheduling.phalanx.dev/last-start-timestamp when a group becomes "
-    "scheduled (scheduler/framework/runner.py); without it a gang bound during the run has no start time",
-)
 def test_gang_bound_during_the_run_is_protected_from_its_binding(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
