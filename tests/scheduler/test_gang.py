@@ -134,3 +134,11 @@ def test_pod_group_scheduled_condition(nodes: int, want_status: str, want_reason
     group = outcome.objects.pod_groups["default/train"]
     condition = next(c for c in group.status.conditions if c.type == "PodGroupScheduled")
     assert (condition.status, condition.reason) == (want_status, want_reason)
+
+
+def test_group_start_is_stamped_once_it_runs() -> None:
+    """min-runtime counts from `last-start-timestamp`, written when the gang reaches minCount."""
+    nodes = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(2)]
+    outcome = run(*nodes, make_podgroup("train").gang(2).obj(), *members(2))
+    group = outcome.objects.pod_groups["default/train"]
+    assert group.metadata.annotations["scheduling.phalanx.dev/last-start-timestamp"] == "2026-01-01T00:00:00Z"
