@@ -12,6 +12,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.queue import Queue
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, make_queue
 from webhook.admission import admit
+from webhook.app import create_app
 from webhook.errors import Denied
 from webhook.rules.lookups import MemoryLookups
 from webhook.rules.pod import PodSettings
@@ -96,3 +97,12 @@ def test_admission_rules_load_neither_flask_nor_the_kubernetes_client() -> None:
     code = "import sys, webhook.admission; print(sorted({'flask', 'kubernetes', 'gunicorn'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_readyz_is_503_until_caches_sync() -> None:
+    synced = {"now": False}
+    client = create_app(lookups(), ready=lambda: synced["now"]).test_client()
+    assert client.get("/readyz").status_code == 503
+    assert client.get("/healthz").status_code == 200
+    synced["now"] = True
+    assert client.get("/readyz").status_code == 200
