@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import structlog
@@ -32,7 +32,7 @@ from scheduler.framework.profile import Profile
 from scheduler.framework.queue import SchedulingQueue
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
-from scheduler.framework.status import Code, Status, unschedulable
+from scheduler.framework.status import Code, Status, error, unschedulable
 
 log = structlog.get_logger(__name__)
 
@@ -151,7 +151,11 @@ class Scheduler:
             status = self._pre_enqueue(info, snapshot)
             if not status.is_success:
                 self.queue.gated.add(info.key)
-                reason = PENDING_REASONS.get(status.plugin, "Unschedulable")
+                reason = (
+                    "SchedulerError"
+                    if status.code == Code.ERROR
+                    else PENDING_REASONS.get(status.plugin, "Unschedulable")
+                )
                 self._pending(info, reason, status.message(), report)
             elif info.group_key is None:
                 lone.append(SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy))
@@ -166,7 +170,11 @@ class Scheduler:
 
     def _pre_enqueue(self, info: PodInfo, snapshot: Snapshot) -> Status:
         for plugin in self.profile.pre_enqueue:
-            status = plugin.pre_enqueue(info, snapshot)
+            try:
+                status = plugin.pre_enqueue(info, snapshot)
+            except Exception as err:  # a plugin bug parks the pod and names the plugin
+                log.error("pre-enqueue failed", plugin=plugin.name, pod=info.key, error=repr(err))
+                status = error(f"{plugin.name} failed: {err!r}")
             if not status.is_success:
                 return status.with_plugin(plugin.name)
         return Status()
@@ -252,9 +260,14 @@ class Scheduler:
         failures: dict[str, tuple[Status, NodeVerdict | None]] = {}
         count = len(snapshot.nodes.names)
         for member in unit.members:
-            row = self._nominated_row(member, memo, state)
-            if row is None:
-                row = memo.best(member, state)
+            try:
+                row = self._nominated_row(member, memo, state)
+                if row is None:
+                    row = memo.best(member, state)
+            except Exception as err:  # a filter or score bug: this member is retried after backoff
+                log.error("scheduling cycle failed", pod=member.key, error=repr(err))
+                failures[member.key] = (error(f"scheduling cycle failed: {err!r}"), None)
+                continue
             if row is None:
                 verdict = memo.verdict(member, state)
                 failures[member.key] = (Status(verdict.code, (describe(verdict, count),)), verdict)
@@ -307,11 +320,16 @@ class Scheduler:
             if (result.nominations or result.victims) and self.actuator is not None:
                 self.actuator.actuate(unit, result, snapshot)
                 break
+        if any(s.code == Code.ERROR for s in statuses.values()):
+            retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)
+            until = retry if until is None else min(until, retry)
         self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until)
         suffix = f" {' '.join(notes)}" if notes else ""
         for member in unit.members:
             if member.key in failures:
-                self._pending(member, "Unschedulable", failures[member.key][0].message() + suffix, report)
+                status = failures[member.key][0]
+                reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
+                self._pending(member, reason, status.message() + suffix, report)
 
     def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> None:
         report.pending.append(Pending(info.key, reason, message))

@@ -7,8 +7,8 @@ from datetime import timedelta
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import PostFilterResult
-from scheduler.framework.pod_info import SchedulingUnit
+from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
 from scheduler.framework.runner import Scheduler
 from scheduler.framework.snapshot import Snapshot
@@ -80,3 +80,23 @@ def test_nominated_pod_returns_to_its_node() -> None:
     cluster = MemoryCluster(cluster_of([busy, empty, running, pod]), EPOCH)
     report = Scheduler(cluster, SchedulerConfiguration()).schedule_pending()
     assert [(b.pod, b.node) for b in report.bindings] == [("default/p", "busy")]
+
+
+class Broken:
+    """A filter with a bug: the runner must contain it, name it, and retry after backoff."""
+
+    name = "Broken"
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
+        raise RuntimeError("boom")
+
+
+def test_plugin_exception_is_a_scheduler_error_retried_after_backoff() -> None:
+    cluster = MemoryCluster(cluster_of([make_node("n1").obj(), make_pod("p").req(cpu="1").obj()]), EPOCH)
+    base = default_profile(SchedulerConfiguration())
+    profile = Profile(base.pre_enqueue, base.static_filters, (Broken(),), base.scores)
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), profile=profile)
+    report = scheduler.schedule_pending()
+    assert [(p.pod, p.reason) for p in report.pending] == [("default/p", "SchedulerError")]
+    assert "RuntimeError('boom')" in report.pending[0].message
+    assert scheduler.next_wakeup() == EPOCH + timedelta(seconds=1)
