@@ -164,6 +164,15 @@ class _Context:
     shapes: list[_Shape]
     member_shape: list[int]
 
+    importance_keys: dict[int, tuple[int, int, int, float, str]] = field(default_factory=dict)
+
+    def importance(self, unit: int) -> tuple[int, int, int, float, str]:
+        """The unit's `ordering.importance_key`, computed once per search."""
+        found = self.importance_keys.get(unit)
+        if found is None:
+            found = self.importance_keys[unit] = importance_key(_importance(self, unit))
+        return found
+
     def rows(self, unit: int) -> IntArray:
         """Pod rows of one unit (a slice of one argsort: no per-unit arrays for 50,000 units)."""
         return self.by_unit[self.unit_bounds[unit] : self.unit_bounds[unit + 1]]
@@ -407,7 +416,7 @@ def _reprieve(
     bulk_rows = victim_rows[np.isin(inp.pod_unit[victim_rows], bulk)]
     if len(bulk_rows):
         remaining = remaining - _sums(node_local[inp.pod_node[bulk_rows]], inp.pod_requests[bulk_rows], len(dom))
-    ordered = sorted(on_used.tolist(), key=lambda u: importance_key(_importance(ctx, u)))
+    ordered = sorted(on_used.tolist(), key=ctx.importance)
     violating = _violating(ctx, ordered)
     roomy: set[int] = set()
     for shape in shapes:
@@ -419,8 +428,9 @@ def _reprieve(
         rows = rows[node_local[inp.pod_node[rows]] >= 0]
         nodes = node_local[inp.pod_node[rows]]
         np.subtract.at(remaining, nodes, inp.pod_requests[rows])
-        if (remaining[nodes] >= 0).all() or _displace(
-            ctx.member_shape, shapes, placement.assign, remaining, np.unique(nodes), roomy
+        touched = nodes if len(nodes) == 1 else np.unique(nodes)
+        if (remaining[touched] >= 0).all() or _displace(
+            ctx.member_shape, shapes, placement.assign, remaining, touched, roomy
         ):
             info = inp.units[unit]
             if unit in violating:
@@ -433,7 +443,7 @@ def _reprieve(
         victims.append(unit)
     if bound is not None:
         above = np.unique(inp.pod_unit[candidate_rows[used[local_all]]])
-        for unit in sorted(above.tolist(), key=lambda u: importance_key(_importance(ctx, u))):
+        for unit in sorted(above.tolist(), key=ctx.importance):
             info = inp.units[unit]
             if info.priority > bound:
                 message = f"priority {info.priority} is above {bound}, the lowest bound at which the preemptor fits"
@@ -580,7 +590,7 @@ def _pdb_elsewhere(ctx: _Context, chosen: _DomainResult, results: list[_DomainRe
                 where = ", ".join(names[int(n)] for n in chosen.dom[:3].tolist())
                 message = f"{why}; {where} was chosen instead"
                 spared[unit] = Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.PDB, message)
-    return [spared[u] for u in sorted(spared, key=lambda u: importance_key(_importance(ctx, u)))]
+    return [spared[u] for u in sorted(spared, key=ctx.importance)]
 
 
 def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> Decision:
@@ -588,7 +598,7 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
     pre = inp.preemptor
     names = inp.node_names
     victims = []
-    for unit in sorted(result.victims, key=lambda u: importance_key(_importance(ctx, u))):
+    for unit in sorted(result.victims, key=ctx.importance):
         rows = ctx.rows(unit)
         reason, why = result.reasons[unit]
         info = inp.units[unit]
