@@ -28,6 +28,8 @@ Served over plain http on 127.0.0.1 (random port, `server.url`, `server.port`):
   (preconditions uid/resourceVersion -> 409; a bound pod with grace > 0 gets deletionTimestamp and
   is removed `server.termination_seconds` later unless `server.hold_terminating`; unbound pods and
   grace 0 go at once; finalizers hold other kinds). Status subresources split spec from status.
+- Create over HTTP drops `status` for kinds with a status subresource (not Nodes), as the
+  apiserver does; direct `create`/`apply` keep a given status (merged over a pod's initial one).
 - Pods: Priority admission (priorityClassName or globalDefault -> spec.priority), SchedulingGated
   condition, gates may only be removed (422 as recorded), the last removal drops the key.
   pods/binding: 409 already bound / gated with the recorded bodies, sets nodeName, PodScheduled=True
@@ -43,6 +45,9 @@ Control from tests (no HTTP, no faults):
   the connection unanswered.
 - `compact()`: new oldest retained RV; older watches and Exact lists get 410.
 - `restart(down_seconds=0.0, compact=True)`: drop all connections, refuse for a while, serve again.
+- Knobs: `termination_seconds` (0.05: how long a terminating bound pod stays), `hold_terminating`,
+  `bookmark_interval`, `watch_timeout_default` (a watch without timeoutSeconds), `history_limit`
+  (events kept for watches; older resourceVersions get 410).
 - `finish_terminating()`: remove terminating pods now. `requests` / `requests_matching(method,
   prefix)`: the request log (`record_requests = False` to skip). `resource_version()`.
 """

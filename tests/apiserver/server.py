@@ -311,7 +311,7 @@ class ApiServer:
         rtype = self._type_of(obj)
         namespace = obj.get("metadata", {}).get("namespace", "default") if rtype.namespaced else ""
         with self.lock:
-            return self.do_create(rtype, namespace, copy.deepcopy(obj), {})
+            return self.do_create(rtype, namespace, copy.deepcopy(obj), {}, keep_status=True)
 
     def apply(self, obj: Obj) -> Obj:
         """Create the object, or replace the stored one unconditionally."""
@@ -320,7 +320,7 @@ class ApiServer:
         namespace = meta.get("namespace", "default") if rtype.namespaced else ""
         with self.lock:
             if (namespace, meta["name"]) not in self.store.objects[rtype]:
-                return self.do_create(rtype, namespace, copy.deepcopy(obj), {})
+                return self.do_create(rtype, namespace, copy.deepcopy(obj), {}, keep_status=True)
             body = copy.deepcopy(obj)
             body["metadata"].pop("resourceVersion", None)
             return self.do_update(rtype, namespace, meta["name"], body, subresource="", whole=True)
@@ -380,7 +380,10 @@ class ApiServer:
         self.lock.notify_all()
         return copy.deepcopy(obj)
 
-    def do_create(self, rtype: ResourceType, namespace: str, body: Obj, query: dict[str, str]) -> Obj:
+    def do_create(
+        self, rtype: ResourceType, namespace: str, body: Obj, query: dict[str, str], keep_status: bool = False
+    ) -> Obj:
+        """POST semantics; `keep_status` (direct `create`/`apply`) keeps a given status, as a test's setup wants."""
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
@@ -409,8 +412,11 @@ class ApiServer:
         meta.pop("deletionTimestamp", None)
         if rtype.generation:
             meta["generation"] = 1
+        given_status = body.pop("status", None)
         if rtype.kind == "Pod" and rtype.group == "":
             self._admit_pod(body)
+        if isinstance(given_status, dict) and (keep_status or not rtype.status or rtype.kind == "Node"):
+            body["status"] = {**body.get("status", {}), **given_status}
         if query.get("dryRun") == "All":
             return ordered(rtype, body)
         return self._commit(rtype, key, body, "ADDED")
