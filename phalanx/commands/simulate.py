@@ -52,7 +52,8 @@ def _fail(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # resolved per logger, so a replaced sys.stderr (tests capturing output) is honoured
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
     )
     try:
