@@ -10,6 +10,7 @@ and empty and are retried now and then. Readiness waits until every informer has
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -67,6 +68,12 @@ def api_client_from(kubeconfig: str | None) -> client.ApiClient:
     return client.ApiClient()
 
 
+def _say(level: str, event: str, **fields: Any) -> None:
+    """Log from an informer thread; a closed or broken log stream must not kill the cache."""
+    with contextlib.suppress(Exception):
+        getattr(log, level)(event, **fields)
+
+
 class Informer:
     """The cached objects of one resource, kept current by a list+watch loop in a daemon thread."""
 
@@ -86,7 +93,9 @@ class Informer:
             obj = self.resource.model.model_validate(raw)
         except ValidationError:
             meta = raw.get("metadata", {}) if isinstance(raw, dict) else {}
-            log.warning("object ignored", resource=self.resource.name, name=meta.get("name"), reason="does not parse")
+            _say(
+                "warning", "object ignored", resource=self.resource.name, name=meta.get("name"), reason="does not parse"
+            )
             return None
         meta = getattr(obj, "metadata", None)
         return ((meta.namespace or "", meta.name) if meta else ("", "")), obj
@@ -101,7 +110,7 @@ class Informer:
         self.absent = False
         self.synced.set()
         if not self._stop.is_set():
-            log.info("cache listed", resource=r.name, count=len(items))
+            _say("info", "cache listed", resource=r.name, count=len(items))
         return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
     def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
@@ -148,17 +157,17 @@ class Informer:
                 if err.status == 404 and not self.resource.required:
                     self.items, self.absent = {}, True
                     self.synced.set()
-                    log.info("resource not served", resource=self.resource.name)
+                    _say("info", "resource not served", resource=self.resource.name)
                     self._stop.wait(60)
                     continue
                 if err.status == 410:
-                    log.info("watch expired", resource=self.resource.name)
+                    _say("info", "watch expired", resource=self.resource.name)
                     continue
-                log.warning("list or watch failed", resource=self.resource.name, status=err.status)
+                _say("warning", "list or watch failed", resource=self.resource.name, status=err.status)
             except Exception as err:
                 if self._stop.is_set():
                     return
-                log.warning("list or watch failed", resource=self.resource.name, error=type(err).__name__)
+                _say("warning", "list or watch failed", resource=self.resource.name, error=type(err).__name__)
             self._stop.wait(backoff)
             backoff = min(backoff * 2, 5.0)
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tests.apiserver.server import ApiServer
 from tests.builders import make_priority_class, make_queue
@@ -118,3 +119,18 @@ def test_a_resource_the_cluster_does_not_serve_counts_as_synced_and_empty(tmp_pa
     finally:
         cache.stop()
         api.stop()
+
+
+def test_a_closed_log_stream_does_not_stop_the_cache(tmp_path: Path) -> None:
+    closed = (tmp_path / "log").open("w")
+    closed.close()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(closed))
+    api = ApiServer().start()
+    api.fail("GET", PC_PATH, 503, times=3)
+    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
+    try:
+        assert cache.wait_synced(timeout=10)
+    finally:
+        cache.stop()
+        api.stop()
+        structlog.reset_defaults()
