@@ -29,10 +29,12 @@ def test_gang_is_ungated_and_bound_end_to_end(apiserver: ApiServer, kubeconfig: 
     pods = [apiserver.get("pods", f"w{i}", "default") for i in range(3)]
     assert all(p is not None and "schedulingGates" not in p["spec"] for p in pods)
     assert len(apiserver.requests_matching("POST", "/api/v1/namespaces/default/pods/w")) == 3
-    events = wait_for(
-        lambda: [e for e in apiserver.list("events", "default", group="events.k8s.io") if e["reason"] == "Scheduled"]
-    )
-    assert {e["regarding"]["name"] for e in events} == {"w0", "w1", "w2"}
+
+    def scheduled() -> set[str]:
+        events = apiserver.list("events", "default", group="events.k8s.io")
+        return {e["regarding"]["name"] for e in events if e["reason"] == "Scheduled"}
+
+    wait_for(lambda: scheduled() == {"w0", "w1", "w2"})
 
 
 def test_pods_of_other_schedulers_and_nominations_count_on_nodes(
@@ -100,7 +102,11 @@ def test_preemption_marks_deletes_victims_then_binds_gang(
     binds = [i for i, (m, p) in enumerate(writes) if m == "POST" and p[-1] == "binding"]
     assert len(deletes) == 4
     assert max(marks) < max(deletes) < min(binds), "victims are marked, then deleted, then the gang binds"
-    preempted = [e for e in apiserver.list("events", "default", group="events.k8s.io") if e["reason"] == "Preempted"]
-    assert len(preempted) == 4
+    wait_for(
+        lambda: (
+            len([e for e in apiserver.list("events", "default", group="events.k8s.io") if e["reason"] == "Preempted"])
+            == 4
+        )
+    )
     group = apiserver.get("podgroups", "train", "default", group=PG_GROUP)
     assert group is not None
