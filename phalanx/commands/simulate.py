@@ -34,10 +34,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     summary = "run the scheduler on an in-memory cluster built from manifests"
     parser = subparsers.add_parser("simulate", help=summary, description=summary)
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR", help="YAML/JSON manifests (kind: List accepted)")
-    parser.add_argument("--now", help="virtual start time, RFC3339 (default: the current time)")
-    parser.add_argument("--until", help="stop after this much virtual time, e.g. 90s, 10m, 1h30m")
+    parser.add_argument("--now", metavar="RFC3339", help="virtual start time, RFC3339 (default: the current time)")
+    parser.add_argument("--until", metavar="DURATION", help="stop after this much virtual time, e.g. 90s, 10m, 1h30m")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="report format")
-    parser.add_argument("--config", help="a SchedulerConfiguration document (overrides one in the input)")
+    parser.add_argument(
+        "--config", metavar="FILE", help="a SchedulerConfiguration document (overrides one in the input)"
+    )
     parser.add_argument(
         "--all-pending", action="store_true", help="place every pending pod, whatever its schedulerName"
     )
@@ -59,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         now = _parse_now(args.now)
         horizon = parse_duration(args.until) if args.until else None
-    except (ValueError, DurationError) as err:
+    except DurationError as err:
+        return _fail(f"--until: Invalid value: {err}")
+    except ValueError as err:
         return _fail(str(err))
     stderr = Console(stderr=True)
     try:

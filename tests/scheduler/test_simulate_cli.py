@@ -237,3 +237,19 @@ def test_text_output_for_people(capsys: pytest.CaptureFixture[str]) -> None:
     for heading in ("Bindings", "Pending", "Node usage"):
         assert heading in out
     assert "SchedulingGated" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        pytest.param(["--now", "yesterday"], "--now: Invalid value: 'yesterday'", id="bad --now"),
+        pytest.param(["--until", "5x"], "--until: Invalid value: '5x' is not a duration", id="bad --until"),
+        pytest.param(["missing.yaml"], "missing.yaml: no such file or directory", id="missing file"),
+    ],
+)
+def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], want: str) -> None:
+    paths = [] if args[0] == "missing.yaml" else [str(EXAMPLES / "foreign-scheduling-gate.yaml")]
+    code = main(["simulate", *paths, *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert want in err
