@@ -57,6 +57,8 @@ class SchedulingQueue:
     def failed(self, unit: SchedulingUnit, now: datetime, fingerprint: int, until: datetime | None) -> None:
         previous = self._parked.get(unit.key)
         attempts = previous.attempts + 1 if previous else 1
+        if until is not None and until <= now:
+            until = None  # "retry at a time already past" would retry every pass with nothing changed
         self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
         self._failed_this_pass.add(unit.key)
 

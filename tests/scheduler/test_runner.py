@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.memory import MemoryCluster
@@ -21,15 +21,18 @@ RETRY = EPOCH + timedelta(minutes=5)
 
 
 class RetryLater:
-    """A PostFilter that proposes a nomination and asks to be retried at RETRY (a protected victim)."""
+    """A PostFilter that proposes a nomination and asks to be retried at `at` (a protected victim)."""
 
     name = "RetryLater"
+
+    def __init__(self, at: datetime = RETRY) -> None:
+        self.at = at
 
     def post_filter(
         self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
     ) -> PostFilterResult:
         return PostFilterResult(
-            unschedulable("victim protected", until=RETRY), {m.key: "n1" for m in unit.members}, explanation=statuses
+            unschedulable("victim protected", until=self.at), {m.key: "n1" for m in unit.members}, explanation=statuses
         )
 
 
@@ -100,3 +103,10 @@ def test_plugin_exception_is_a_scheduler_error_retried_after_backoff() -> None:
     assert [(p.pod, p.reason) for p in report.pending] == [("default/p", "SchedulerError")]
     assert "RuntimeError('boom')" in report.pending[0].message
     assert scheduler.next_wakeup() == EPOCH + timedelta(seconds=1)
+
+
+def test_post_filter_until_in_the_past_does_not_spin() -> None:
+    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="1").obj(), make_pod("p").req(cpu="2").obj()]), EPOCH)
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), profile=profile_with(RetryLater(at=EPOCH)))
+    scheduler.schedule_pending()
+    assert scheduler.next_wakeup() is None
