@@ -267,7 +267,10 @@ class ApiServer:
         retry_after: int | None = None,
         body: Obj | None = None,
     ) -> Fault:
-        """Answer the next `times` matching requests with `status` (a watch given 410 gets an ERROR event)."""
+        """Answer the next `times` matching requests with `status`.
+
+        A watch given 410 without a `body` gets the apiserver's HTTP 200 + ERROR event; with a body, an HTTP 410.
+        """
         fault = Fault(method, path_prefix, times, status=status, retry_after=retry_after, body=body)
         with self.lock:
             self.faults.append(fault)
@@ -768,7 +771,7 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(0.01)
             self.close_connection = True
             return
-        if fault.status == 410 and query.get("watch") in ("1", "true"):
+        if fault.status == 410 and fault.body is None and query.get("watch") in ("1", "true"):
             self._start_stream()
             oldest = self.api.store.oldest_rv
             rv = query.get("resourceVersion", "")

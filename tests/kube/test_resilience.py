@@ -46,6 +46,16 @@ def test_compaction_mid_watch_gives_410_then_relist(
     wait_for(lambda: node_of(apiserver, "p"))
 
 
+def test_watch_answered_with_http_410_relists(apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]) -> None:
+    replica = started(apiserver, kubeconfig, replicas)
+    gone = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410}
+    apiserver.fail("GET", "/api/v1/nodes", 410, times=1, body=gone)
+    apiserver.restart(compact=False)
+    wait_for(lambda: relists(replica, "nodes") >= 2)
+    apiserver.create(make_pod("p").req(cpu="1").json())
+    wait_for(lambda: node_of(apiserver, "p"))
+
+
 def test_bookmarks_move_an_idle_watch_to_the_head(
     apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
 ) -> None:

@@ -3,7 +3,7 @@
 client-go's reflector, reduced to what the scheduler needs: LIST gives the state and a
 resourceVersion; WATCH from it applies events and moves the resourceVersion forward (BOOKMARKs
 too, so a quiet watch restarts near the head instead of replaying history); an ERROR 410 Expired
-means the history is gone and we relist; any other failure retries the watch after a jittered
+event (or an HTTP 410) means the history is gone and we relist; any other failure retries the watch after a jittered
 backoff. Raw JSON is parsed straight into our models (`_preload_content=False`), skipping the
 client's generated models: at 10,000 pods their deserialisation dominated.
 """
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import structlog
+from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from scheduler.api.meta import ApiModel
@@ -117,14 +118,12 @@ class Informer(Generic[M]):
         self._on_change(self.kind)
 
     def _watch(self) -> None:
-        response = self._list_call(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_timeout_seconds,
-            _preload_content=False,
-            _request_timeout=(self.request_timeout_seconds, self.watch_timeout_seconds + 5),
-        )
+        try:
+            response = self._open_watch()
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(exc.reason or "Gone") from exc
+            raise
         self._response = response
         try:
             for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
@@ -134,6 +133,18 @@ class Informer(Generic[M]):
         finally:
             self._response = None
             response.release_conn()
+
+    def _open_watch(self) -> Any:
+        """Server-side timeout spread over [1, 1.5] x the configured one, so informers do not reconnect together."""
+        timeout = int(self.watch_timeout_seconds * self.backoff.rng.uniform(1.0, 1.5))
+        return self._list_call(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _preload_content=False,
+            _request_timeout=(self.request_timeout_seconds, timeout + 5),
+        )
 
     def _apply(self, event: dict[str, Any]) -> None:
         kind, raw = event.get("type"), event.get("object") or {}
