@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,6 @@ def _start_certificate_controller(args: argparse.Namespace) -> None:
 def _configure_logging(level: str) -> None:
     """Key=value lines on stderr; JSON when the chart sets PHALANX_LOG_FORMAT=json (log shippers)."""
     import logging
-    import sys
 
     import structlog
 
@@ -66,8 +67,39 @@ def _configure_logging(level: str) -> None:
     )
 
 
+def _fail(message: str) -> int:
+    print(f"phalanx webhook: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_startup(args: argparse.Namespace) -> str | None:
+    """What would stop the server from serving, as one line naming the setting; None when all is well."""
+    from webhook.lookups import api_client_from
+
+    try:
+        api_client_from(args.kubeconfig)
+    except Exception as err:
+        return f"--kubeconfig: cannot load Kubernetes credentials: {err}"
+    try:
+        _start_certificate_controller(args)
+    except ValueError as err:
+        return str(err)
+    except Exception as err:
+        return f"in-cluster certificates: {type(err).__name__}: {err}"
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            args.tls_cert_file, args.tls_private_key_file
+        )
+    except (OSError, ssl.SSLError) as err:
+        return f"--tls-cert-file/--tls-private-key-file: cannot load the certificate pair: {err}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     _configure_logging(args.log_level)
+    problem = _check_startup(args)
+    if problem:
+        return _fail(problem)
     # Order matters: the metrics directory must be set before prometheus_client is imported.
     from webhook.server import ServerOptions, prepare_metrics_dir, serve
 
@@ -78,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     from webhook.lookups import KubeLookups, api_client_from
     from webhook.rules.pod import PodSettings
 
-    _start_certificate_controller(args)
     settings = PodSettings(scheduler_name=args.scheduler_name, gate_name=args.gate_name)
 
     def app_factory() -> Flask:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import ssl
+import subprocess
+import sys
 import time
 import warnings
 from http.client import HTTPSConnection
@@ -171,3 +174,27 @@ def test_podgroup_defaults_that_cannot_be_read_fail_closed(cluster: ApiServer, w
     response = body["response"]
     assert (status, response["allowed"], response["status"]["code"]) == (200, False, 500)
     assert response["status"]["message"] == "lookup failed: reading workloads ml-team/unreadable: HTTP 503"
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        pytest.param({}, "phalanx webhook: --tls-cert-file/--tls-private-key-file: cannot load", id="missing cert"),
+        pytest.param(
+            {"PHALANX_CERT_MODE": "self-managed"},
+            "phalanx webhook: PHALANX_CERT_NAMESPACE: Required value",
+            id="in-cluster mode without its settings",
+        ),
+    ],
+)
+def test_startup_problems_exit_2_with_one_line(
+    cluster: ApiServer, tmp_path: Path, env: dict[str, str], want: str
+) -> None:
+    command = [
+        sys.executable, "-m", "phalanx.cli", "webhook", "--bind", "127.0.0.1:0",
+        "--tls-cert-file", str(tmp_path / "none.crt"), "--tls-private-key-file", str(tmp_path / "none.key"),
+        "--kubeconfig", str(cluster.kubeconfig(tmp_path / "kubeconfig")),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.startswith(want) and result.stderr.count("\n") == 1
