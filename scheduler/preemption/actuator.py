@@ -3,7 +3,8 @@
 Order matters and follows upstream's executor: nominate the preemptor's members first (so the room
 is held against lower-priority pods), then mark each victim pod with a `DisruptionTarget` condition
 (`PreemptionByScheduler`), record a `Preempted` event naming the preemptor, and delete it with its
-grace period; a preempted PodGroup gets the `DisruptionTarget` condition too. The members bind on a
+grace period; a preempted PodGroup gets the `DisruptionTarget` condition too, and the preemptor an
+Event `Preempting` opening the Decision's explanation. The members bind on a
 later cycle, once the victims are gone. Every step is idempotent (a pod already being deleted is
 skipped, an unchanged nomination is not rewritten, and both are read from the cluster's current
 view, not from the snapshot the decision was made on), so a restarted scheduler can replay it.
@@ -18,11 +19,14 @@ from scheduler.framework.cluster import Cluster
 from scheduler.framework.interfaces import PostFilterResult
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
+from scheduler.preemption.decision import Decision
 
 log = structlog.get_logger(__name__)
 
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
+EVENT_NOTE_LIMIT = 1024
+"""The API server rejects an Event whose note is longer."""
 
 
 def message_for(unit: SchedulingUnit) -> str:
@@ -54,6 +58,14 @@ class PreemptionActuator:
         )
         preemptor = unit.group if unit.group is not None else unit.members[0].pod
         kind = "PodGroup" if unit.is_group else "Pod"
+        acting = any(
+            (current := pods.get(info.key)) is not None and current.metadata.deletion_timestamp is None
+            for victim in result.victims
+            for info in victim.pods
+        )
+        if acting and isinstance(result.explanation, Decision):
+            note = "; ".join(line.strip() for line in result.explanation.explain()[:4])
+            self.cluster.record_event(preemptor, "Normal", "Preempting", note[:EVENT_NOTE_LIMIT])
         for victim in result.victims:
             for info in victim.pods:
                 pod = pods.get(info.key)
