@@ -19,8 +19,16 @@ from hypothesis import strategies as st
 
 from phalanx.cli import main
 from scheduler.api.meta import ApiModel
-from tests.builders import make_config, make_node, make_pod, make_priority_class, make_queue, yaml_documents
-from tests.scheduler.plugins.min_runtime.units import scheduled
+from tests.builders import (
+    make_config,
+    make_node,
+    make_pod,
+    make_podgroup,
+    make_priority_class,
+    make_queue,
+    yaml_documents,
+)
+from tests.scheduler.plugins.min_runtime.units import last_start, scheduled
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io/"
@@ -39,6 +47,8 @@ class Running:
     klass: str
     queue: str | None
     age: timedelta
+    grouped: bool = False
+    """Run as the only member of a `PodGroup`-mode gang: class, queue and start come from the group."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ running = st.builds(
     klass=st.sampled_from(["low", "tolerant"]),
     queue=queues,
     age=st.integers(0, 20 * 60).map(lambda s: timedelta(seconds=s)),
+    grouped=st.booleans(),
 )
 incoming = st.builds(
     Incoming, name=st.just(""), cpu=st.integers(1, 4), klass=st.sampled_from(["mid", "high"]), queue=queues
@@ -81,7 +92,13 @@ def manifests(victims: list[Running], preemptors: list[Incoming], seconds: int) 
     ]
     for v in victims:
         pod = make_pod(v.name).req(cpu=str(v.cpu)).priority_class(v.klass).grace(0)
-        objects.append(scheduled(pod.queue(v.queue) if v.queue else pod, NOW - v.age, node=f"n{v.node}").obj())
+        if v.grouped:
+            group = make_podgroup(v.name).gang(1).disruption_mode("PodGroup").priority_class(v.klass)
+            objects.append(last_start(group.queue(v.queue) if v.queue else group, NOW - v.age).obj())
+            pod.group(v.name)
+        elif v.queue:
+            pod.queue(v.queue)
+        objects.append(scheduled(pod, NOW - v.age, node=f"n{v.node}").obj())
     for p in preemptors:
         pod = make_pod(p.name).req(cpu=str(p.cpu)).priority_class(p.klass)
         objects.append((pod.queue(p.queue) if p.queue else pod).obj())
@@ -125,7 +142,7 @@ def test_nothing_is_preempted_while_protected(
     preemptors: list[Incoming],
     seconds: int,
 ) -> None:
-    victims = [Running(f"v{i}", v.cpu, v.node, v.klass, v.queue, v.age) for i, v in enumerate(victims)]
+    victims = [Running(f"v{i}", v.cpu, v.node, v.klass, v.queue, v.age, v.grouped) for i, v in enumerate(victims)]
     preemptors = [Incoming(f"p{i}", p.cpu, p.klass, p.queue) for i, p in enumerate(preemptors)]
     scenario: Path = tmp_path_factory.mktemp("protection") / "cluster.yaml"
     scenario.write_text(yaml_documents(manifests(victims, preemptors, seconds)))
