@@ -12,9 +12,12 @@ import os
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.api.config import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
+
+if TYPE_CHECKING:
+    from certs.controller import CertificateController
 
 
 def register(subparsers: Any) -> None:
@@ -34,17 +37,19 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _start_certificate_controller(args: argparse.Namespace) -> None:
+def _start_certificate_controller(args: argparse.Namespace) -> CertificateController | None:
     from certs.controller import CertificateController, settings_from_env
 
     settings = settings_from_env(
         os.environ, cert_file=Path(args.tls_cert_file), key_file=Path(args.tls_private_key_file)
     )
     if settings is None:
-        return
+        return None
     from webhook.lookups import api_client_from
 
-    CertificateController(settings, api_client_from(args.kubeconfig)).start()
+    controller = CertificateController(settings, api_client_from(args.kubeconfig))
+    controller.start()
+    return controller
 
 
 def _configure_logging(level: str) -> None:
@@ -72,33 +77,36 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _check_startup(args: argparse.Namespace) -> str | None:
-    """What would stop the server from serving, as one line naming the setting; None when all is well."""
+def _check_startup(args: argparse.Namespace) -> tuple[str | None, CertificateController | None]:
+    """What would stop the server from serving, as one line naming the setting, and the running certificate
+    controller (in-cluster mode), which has written the files by the time this returns."""
     from webhook.lookups import api_client_from
 
     try:
         api_client_from(args.kubeconfig)
     except Exception as err:
-        return f"--kubeconfig: cannot load Kubernetes credentials: {err}"
+        return f"--kubeconfig: cannot load Kubernetes credentials: {err}", None
     try:
-        _start_certificate_controller(args)
+        controller = _start_certificate_controller(args)
     except ValueError as err:
-        return str(err)
+        return str(err), None
     except Exception as err:
-        return f"in-cluster certificates: {type(err).__name__}: {err}"
+        return f"in-cluster certificates: {type(err).__name__}: {err}", None
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
             args.tls_cert_file, args.tls_private_key_file
         )
     except (OSError, ssl.SSLError) as err:
-        return f"--tls-cert-file/--tls-private-key-file: cannot load the certificate pair: {err}"
-    return None
+        return f"--tls-cert-file/--tls-private-key-file: cannot load the certificate pair: {err}", controller
+    return None, controller
 
 
 def run(args: argparse.Namespace) -> int:
     _configure_logging(args.log_level)
-    problem = _check_startup(args)
+    problem, controller = _check_startup(args)
     if problem:
+        if controller is not None:
+            controller.stop()
         return _fail(problem)
     # Order matters: the metrics directory must be set before prometheus_client is imported.
     from webhook.server import ServerOptions, prepare_metrics_dir, serve
@@ -126,4 +134,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         log_level=args.log_level,
     )
-    return serve(options, app_factory, owned_dir)
+    try:
+        return serve(options, app_factory, owned_dir)
+    finally:
+        if controller is not None:
+            controller.stop()
