@@ -107,9 +107,9 @@ def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiSe
     cluster.set_pod_group_condition(group(), scheduled)
     cluster.set_pod_group_condition(group(), target)
     cluster.set_pod_group_condition(group(), target)
-    assert [c.type for c in group().status.conditions] == ["PodGroupScheduled", "DisruptionTarget"]
     cluster.annotate_pod_group(group(), START_ANNOTATION, "2026-11-22T05:00:00Z")
-    assert group().metadata.annotations[START_ANNOTATION] == "2026-11-22T05:00:00Z"
+    wait_for(lambda: group().metadata.annotations.get(START_ANNOTATION) == "2026-11-22T05:00:00Z")
+    assert [c.type for c in group().status.conditions] == ["PodGroupScheduled", "DisruptionTarget"]
     assert (
         len(
             apiserver.requests_matching("PATCH", "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/default/podgroups/g")

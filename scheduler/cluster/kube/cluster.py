@@ -5,9 +5,10 @@ API. Our own writes are overlaid on the cache until the watch delivers them: a p
 on its node in the very next pass, which is what keeps a node from being over-committed between a
 Binding and its watch event (kube-scheduler's "assume"). Bindings and gate removals are sent by
 pools of workers, as kube-scheduler's binding cycle does (a Binding waits for its pod's gate
-removal), so `bind` never raises `AlreadyBound` here: on a 409 "already assigned" the pod is
-assumed on the node the message names until the watch shows it. Every pod is cached, whoever
-schedules it, so nodes are accounted for in full.
+removal); PodGroup condition and annotation writes go to one ordered writer thread. So `bind`
+never raises `AlreadyBound` here: on a 409 "already assigned" the pod is assumed on the node the
+message names until the watch shows it. Every pod is cached, whoever schedules it, so nodes are
+accounted for in full.
 
 Writes are idempotent, so a restarted scheduler may replay them: 409 on Binding means someone
 placed the pod, deletes carry a UID precondition and ignore "already gone", gate
@@ -146,6 +147,7 @@ class KubeCluster:
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
         self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
+        self._group_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="podgroups")
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
         self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -197,6 +199,7 @@ class KubeCluster:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
         self._binder.shutdown(wait=True, cancel_futures=True)
         self._gater.shutdown(wait=True, cancel_futures=True)
+        self._group_writer.shutdown(wait=True)
         self._stop.set()
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
@@ -490,6 +493,21 @@ class KubeCluster:
             self._group_overlay[_key(group)] = group
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
+        """Queued for the PodGroup writer: one thread, so writes to a group keep their order."""
+        if not self.may_write():
+            raise NotLeader("set_group_condition")
+        if _merge_condition(self._current_group(group).status.conditions, condition, self.now()) is not None:
+            self._group_writer.submit(self._write_quietly, "set_group_condition", group, condition)
+
+    def _write_quietly(self, operation: str, group: PodGroup, *args: Any) -> None:
+        """PodGroup status and annotations inform users and min-runtime; a failure is logged, not fatal."""
+        write = self._write_group_condition if operation == "set_group_condition" else self._write_annotation
+        try:
+            write(group, *args)
+        except Exception as exc:
+            log.warning("podgroup write failed", group=_key(group), operation=operation, error=type(exc).__name__)
+
+    def _write_group_condition(self, group: PodGroup, condition: Condition) -> None:
         """A merge patch of the whole list (custom resources have no strategic merge), guarded by resourceVersion."""
         current = self._current_group(group)
         for _ in range(3):
@@ -539,6 +557,13 @@ class KubeCluster:
         return PodGroup.model_validate(read_json(response))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
+        """Queued for the PodGroup writer, after any condition written before it."""
+        if not self.may_write():
+            raise NotLeader("annotate_group")
+        if self._current_group(group).metadata.annotations.get(key) != value:
+            self._group_writer.submit(self._write_quietly, "annotate_group", group, key, value)
+
+    def _write_annotation(self, group: PodGroup, key: str, value: str) -> None:
         current = self._current_group(group)
         if current.metadata.annotations.get(key) == value:
             return
