@@ -22,7 +22,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
-from scheduler.framework.cluster import AlreadyBound, Cluster
+from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
@@ -95,6 +95,7 @@ class Scheduler:
         self.all_schedulers = all_schedulers
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
         self._cache = PodInfoCache()
+        self._assumed: dict[str, str] = {}
 
     def is_ours(self, pod: Pod) -> bool:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
@@ -106,9 +107,10 @@ class Scheduler:
     def schedule_pending(self) -> PassReport:
         now = self.cluster.now()
         report = PassReport(time=now)
-        snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
+        self._confirm_assumed(self.cluster.objects())
+        snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
         if self._remove_gang_gates(snapshot):
-            snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
+            snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
         units = self._units(snapshot, report)
         placed: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
@@ -118,6 +120,13 @@ class Scheduler:
         self.queue.settle(fingerprint(snapshot, placed))
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
         return report
+
+    def _confirm_assumed(self, objects: ClusterObjects) -> None:
+        """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone)."""
+        for key in list(self._assumed):
+            pod = objects.pods.get(key)
+            if pod is None or pod.spec.node_name or pod.is_terminal:
+                del self._assumed[key]
 
     def _pending_pods(self, snapshot: Snapshot) -> list[PodInfo]:
         return [
@@ -290,6 +299,8 @@ class Scheduler:
             self.cluster.bind(pod.pod, node)
         except AlreadyBound:
             log.info("pod already bound", pod=pod.key)
+        else:
+            self._assumed[pod.key] = node
         placed.add(pod.key)
         report.bindings.append(Binding(pod.key, node, snapshot.now))
 

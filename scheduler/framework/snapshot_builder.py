@@ -7,6 +7,7 @@ a node is kept aside so the runner can count it against pods of lower or equal p
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -127,9 +128,18 @@ class PodInfoCache:
 
 
 def build_snapshot(
-    objects: ClusterObjects, now: datetime, config: SchedulerConfiguration, cache: PodInfoCache | None = None
+    objects: ClusterObjects,
+    now: datetime,
+    config: SchedulerConfiguration,
+    cache: PodInfoCache | None = None,
+    assumed: dict[str, str] | None = None,
 ) -> Snapshot:
-    """One consistent Snapshot; every pod gets a PodInfo, bound pods are charged to their node."""
+    """One consistent Snapshot; every pod gets a PodInfo, bound pods are charged to their node.
+
+    `assumed` maps pods this scheduler bound to their node: until the cluster's view shows the
+    binding (an informer lags its writes), such a pod is charged to that node anyway, as
+    kube-scheduler's cache does with assumed pods, so the next pass cannot over-commit the node.
+    """
     cache = cache or PodInfoCache()
     cache.begin(objects)
     names = tuple(sorted(objects.nodes))
@@ -157,6 +167,8 @@ def build_snapshot(
         if pod.is_terminal:
             continue
         info = cache.info(pod, objects, now)
+        if info.node_name is None and assumed and key in assumed:
+            info = replace(info, node_name=assumed[key], scheduled_at=now)
         infos[key] = info
         if info.group_key is not None:
             members.setdefault(info.group_key, []).append(info)
