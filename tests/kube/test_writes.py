@@ -80,6 +80,10 @@ def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluste
     condition = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
     cluster.set_pod_condition(pod(apiserver, "p"), condition)
     cluster.set_pod_condition(pod(apiserver, "p"), condition)
+    wait_for(lambda: pod(apiserver, "p").condition("PodScheduled"))
+    cluster.set_pod_condition(pod(apiserver, "p"), condition)
+    wait_for(lambda: "default/p" in cluster.objects().pods)
+    cluster.stop()
     assert len(apiserver.requests_matching("PATCH", "/api/v1/namespaces/default/pods/p/status")) == 1
     written = pod(apiserver, "p").condition("PodScheduled")
     assert written is not None

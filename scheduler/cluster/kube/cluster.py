@@ -5,7 +5,7 @@ API. Our own writes are overlaid on the cache until the watch delivers them: a p
 on its node in the very next pass, which is what keeps a node from being over-committed between a
 Binding and its watch event (kube-scheduler's "assume"). Bindings and gate removals are sent by
 pools of workers, as kube-scheduler's binding cycle does (a Binding waits for its pod's gate
-removal); PodGroup condition and annotation writes go to one ordered writer thread. So `bind`
+removal); PodScheduled conditions and PodGroup writes go to one ordered writer thread. So `bind`
 never raises `AlreadyBound` here: on a 409 "already assigned" the pod is assumed on the node the
 message names until the watch shows it. Every pod is cached, whoever schedules it, so nodes are
 accounted for in full.
@@ -147,7 +147,7 @@ class KubeCluster:
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
         self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
-        self._group_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="podgroups")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
         self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -199,7 +199,7 @@ class KubeCluster:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
         self._binder.shutdown(wait=True, cancel_futures=True)
         self._gater.shutdown(wait=True, cancel_futures=True)
-        self._group_writer.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
         self._stop.set()
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
@@ -462,6 +462,26 @@ class KubeCluster:
         self._remember_pod(response)
 
     def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+        """DisruptionTarget is written before returning (the actuator deletes the victim next);
+        PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+        """
+        current = self._current_pod(pod)
+        if _merge_condition(current.status.conditions, condition, self.now()) is None:
+            return
+        if condition.type != "PodScheduled":
+            self._write_pod_condition(pod, condition)
+            return
+        if not self.may_write():
+            raise NotLeader("set_condition")
+        self._writer.submit(self._write_pod_condition_quietly, pod, condition)
+
+    def _write_pod_condition_quietly(self, pod: Pod, condition: Condition) -> None:
+        try:
+            self._write_pod_condition(pod, condition)
+        except Exception as exc:
+            log.warning("pod condition not written", pod=_key(pod), type=condition.type, error=type(exc).__name__)
+
+    def _write_pod_condition(self, pod: Pod, condition: Condition) -> None:
         current = self._current_pod(pod)
         conditions = _merge_condition(current.status.conditions, condition, self.now())
         if conditions is None:
@@ -493,11 +513,11 @@ class KubeCluster:
             self._group_overlay[_key(group)] = group
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
-        """Queued for the PodGroup writer: one thread, so writes to a group keep their order."""
+        """Queued for the writer thread: one thread, so writes to a group keep their order."""
         if not self.may_write():
             raise NotLeader("set_group_condition")
         if _merge_condition(self._current_group(group).status.conditions, condition, self.now()) is not None:
-            self._group_writer.submit(self._write_quietly, "set_group_condition", group, condition)
+            self._writer.submit(self._write_quietly, "set_group_condition", group, condition)
 
     def _write_quietly(self, operation: str, group: PodGroup, *args: Any) -> None:
         """PodGroup status and annotations inform users and min-runtime; a failure is logged, not fatal."""
@@ -557,11 +577,11 @@ class KubeCluster:
         return PodGroup.model_validate(read_json(response))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
-        """Queued for the PodGroup writer, after any condition written before it."""
+        """Queued for the writer thread, after any condition written before it."""
         if not self.may_write():
             raise NotLeader("annotate_group")
         if self._current_group(group).metadata.annotations.get(key) != value:
-            self._group_writer.submit(self._write_quietly, "annotate_group", group, key, value)
+            self._writer.submit(self._write_quietly, "annotate_group", group, key, value)
 
     def _write_annotation(self, group: PodGroup, key: str, value: str) -> None:
         current = self._current_group(group)
