@@ -25,12 +25,14 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
-from scheduler.framework.status import Status
-from scheduler.preemption.decision import Decision, Outcome
+from scheduler.framework.status import Code, Status
+from scheduler.preemption.decision import SEARCH_PLUGIN, Decision, Outcome
 from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
 
 FILTER_ROUNDS = 3
 """Searches run with victim filters applied only to chosen victims before every candidate is checked."""
+VALIDATION_ROUNDS = 3
+"""Extra searches, each sparing one more victim, after scenario validators refused every plan."""
 
 
 def is_terminating(info: PodInfo) -> bool:
@@ -179,7 +181,7 @@ class Candidates:
         for _ in range(FILTER_ROUNDS):
             decision = search(replace(self.search_input, protections=protections))
             if decision.outcome != Outcome.PREEMPT and not protections:
-                return decision
+                return self._revalidate(decision, protections, checked)
             fresh = [index[v.key] for v in decision.victims if index[v.key] not in checked]
             found = self._protect(fresh)
             checked.update(fresh)
@@ -189,7 +191,40 @@ class Candidates:
             if decision.outcome != Outcome.PREEMPT:
                 break
         protections.update(self._protect(i for i in range(len(self.search_input.units)) if i not in checked))
-        return search(replace(self.search_input, protections=protections))
+        checked.update(range(len(self.search_input.units)))
+        return self._revalidate(search(replace(self.search_input, protections=protections)), protections, checked)
+
+    def _revalidate(self, decision: Decision, protections: dict[int, Status], checked: set[int]) -> Decision:
+        """When scenario validators refused every plan, spare refused victims one at a time and retry.
+
+        Members of pod groups go first (validators guard groups, e.g. an elastic gang's minCount),
+        most important first; at most VALIDATION_ROUNDS more searches. If none is accepted, the
+        first refusal is what the Decision reports.
+        """
+        index = self.index()
+        tried = dict(protections)
+        first = decision
+        for _ in range(VALIDATION_ROUNDS + 1):
+            if not decision.rejected:
+                return decision if decision.outcome == Outcome.PREEMPT else first
+            order = sorted(
+                (index[k] for k in decision.rejected),
+                key=lambda i: (self.victim(i).group is None, -self.victim(i).priority, self.search_input.units.keys[i]),
+            )
+            spare = next((i for i in order if i not in tried), None)
+            if spare is None:
+                break
+            tried[spare] = Status(Code.UNSCHEDULABLE, (decision.message,), plugin=SEARCH_PLUGIN)
+            decision = search(replace(self.search_input, protections=tried))
+            fresh = [index[v.key] for v in decision.victims if index[v.key] not in checked]
+            checked.update(fresh)
+            found = self._protect(fresh)
+            if found:
+                tried.update(found)
+                decision = search(replace(self.search_input, protections=tried))
+                if any(index[v.key] not in checked for v in decision.victims):
+                    return first
+        return first
 
     def validate(self, validators: Sequence[ScenarioValidator], keys: tuple[str, ...]) -> Status:
         index = self.index()

@@ -65,6 +65,8 @@ class Decision:
     pending: dict[str, str] = field(default_factory=dict)
     pdb_violations: int = 0
     until: datetime | None = None
+    rejected: tuple[str, ...] = ()
+    """When every placement was refused by a scenario validator: the victims of the first one."""
 
     @property
     def victim_pods(self) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ which is what makes it take minutes on 1,000 nodes; see DESIGN.md, Performance).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -206,17 +206,18 @@ def search(inp: SearchInput) -> Decision:
     if not results:
         return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
     results.sort(key=lambda r: r.score)
-    rejection: Status | None = None
+    rejection: tuple[Status, tuple[str, ...]] | None = None
     for result in results:
         keys = tuple(inp.units.keys[u] for u in result.victims)
         verdict = inp.validate(keys) if inp.validate is not None and keys else None
         if verdict is not None and not verdict.is_success:
-            rejection = rejection or verdict
+            rejection = rejection or (verdict, keys)
             continue
         return _decision(ctx, result, protected + _pdb_elsewhere(ctx, result, results))
     assert rejection is not None
-    message = f"every placement was rejected by {rejection.plugin or 'a scenario validator'}: {rejection.message()}"
-    return _cannot_help(inp, message, protected, rejection.until or until)
+    status, keys = rejection
+    message = f"every placement was rejected by {status.plugin or 'a scenario validator'}: {status.message()}"
+    return replace(_cannot_help(inp, message, protected, status.until or until), rejected=keys)
 
 
 def _protected(inp: SearchInput) -> list[Spared]:
