@@ -157,10 +157,11 @@ class Informer(Generic[M]):
             self.resource_version = version
             return
         key = object_key(raw)
+        parsed = None if kind == "DELETED" else self._model.model_validate(raw)
         with self._lock:
-            if kind == "DELETED":
+            if parsed is None:
                 self._items.pop(key, None)
             else:
-                self._items[key] = self._model.model_validate(raw)
+                self._items[key] = parsed
             self.resource_version = version
         self._on_change(self.kind)
