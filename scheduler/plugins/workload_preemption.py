@@ -20,7 +20,7 @@ from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status, unschedulable
 from scheduler.preemption.candidates import RunningPods, build_candidates, is_terminating, version
-from scheduler.preemption.decision import Outcome
+from scheduler.preemption.decision import Outcome, SpareReason
 
 log = structlog.get_logger(__name__)
 
@@ -73,8 +73,11 @@ class WorkloadPreemption:
         }
         if decision.outcome != Outcome.PREEMPT:
             log.info("preemption cannot help", preemptor=unit.key, reason=decision.message)
+            protections = tuple(s.message for s in decision.spared if s.reason == SpareReason.PROTECTED)
             return PostFilterResult(
-                status=unschedulable(decision.message, until=decision.until), nominations=stale, explanation=decision
+                status=unschedulable(decision.message, *protections, until=decision.until),
+                nominations=stale,
+                explanation=decision,
             )
         victims = candidates.victims(decision)
         log.info(

@@ -96,14 +96,6 @@ def test_toleration_holds_the_preemptor_until_the_window_is_over(capsys: pytest.
     assert set(bound(report)) == {"batch/etl"}
 
 
-NAMING = pytest.mark.xfail(
-    strict=True,
-    reason="issue 4: pending units must name what protected their would-be victims; the search's cannot-help "
-    "message (scheduler/preemption/search.py `_cannot_help`) does not include Decision.spared yet",
-)
-
-
-@NAMING
 def test_pending_gang_names_the_min_runtime_protection(capsys: pytest.CaptureFixture[str]) -> None:
     report = simulate(capsys, EXAMPLES / "protection-min-runtime.yaml", "4m")
     assert (
@@ -112,7 +104,6 @@ def test_pending_gang_names_the_min_runtime_protection(capsys: pytest.CaptureFix
     )
 
 
-@NAMING
 def test_pending_pod_names_the_toleration(capsys: pytest.CaptureFixture[str]) -> None:
     report = simulate(capsys, EXAMPLES / "protection-toleration.yaml", "5m")
     assert (
