@@ -127,7 +127,7 @@ class KubeCluster:
         request_timeout_seconds: float = 10.0,
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
-        binding_workers: int = 16,
+        binding_workers: int = 4,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
