@@ -74,7 +74,8 @@ def test_elastic_victim_gives_up_only_members_above_min_count(capsys: pytest.Cap
 def test_elastic_group_never_drops_below_min_count_while_protected(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A preemptor wanting every replica may not take the group below minCount until 12:58:00Z."""
+    """A gang wanting every replica takes the two above minCount now and the rest at 12:58:00Z, when the
+    group's min-runtime ends; the group never runs fewer than minCount replicas while protected."""
     docs = list(yaml.safe_load_all((EXAMPLES / "protection-elastic.yaml").read_text()))
     member = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "train-0")
     for i in (2, 3):
@@ -82,12 +83,9 @@ def test_elastic_group_never_drops_below_min_count_while_protected(
     scenario = tmp_path / "greedy.yaml"
     scenario.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     report = simulate(capsys, scenario, "40m")
-    running = 4
-    for entry in sorted(report["preemptions"], key=lambda p: p["time"]):
-        running -= 1
-        if running < 2:
-            assert entry["time"] >= "2026-11-22T12:58:00Z", entry
-    assert running < 2, "after the min-runtime the whole group may go"
+    times = sorted(preempted(report).values())
+    assert times == ["2026-11-22T12:30:00Z"] * 2 + ["2026-11-22T12:58:00Z"] * 2
+    assert len(bound(report)) == 4
 
 
 def test_toleration_holds_the_preemptor_until_the_window_is_over(capsys: pytest.CaptureFixture[str]) -> None:
