@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 import yaml
 
@@ -42,7 +42,25 @@ def _ts(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class PodWrapper:
+M = TypeVar("M", bound=ApiModel)
+
+
+class _Builder(Generic[M]):
+    """The object as API-server JSON (`json()`, a copy) and as the parsed model (`obj()`)."""
+
+    model: type[M]
+    raw: dict[str, Any]
+
+    def json(self) -> dict[str, Any]:
+        return copy.deepcopy(self.raw)
+
+    def obj(self) -> M:
+        return self.model.model_validate(self.raw)
+
+
+class PodWrapper(_Builder[Pod]):
+    model = Pod
+
     def __init__(self, name: str) -> None:
         self.raw: dict[str, Any] = {
             "apiVersion": "v1",
@@ -170,14 +188,10 @@ class PodWrapper:
         self.raw["metadata"]["uid"] = uid
         return self
 
-    def json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
 
-    def obj(self) -> Pod:
-        return Pod.model_validate(self.raw)
+class NodeWrapper(_Builder[Node]):
+    model = Node
 
-
-class NodeWrapper:
     def __init__(self, name: str) -> None:
         self.raw: dict[str, Any] = {
             "apiVersion": "v1",
@@ -207,14 +221,10 @@ class NodeWrapper:
         self.raw["spec"]["unschedulable"] = True
         return self
 
-    def json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
 
-    def obj(self) -> Node:
-        return Node.model_validate(self.raw)
+class PodGroupWrapper(_Builder[PodGroup]):
+    model = PodGroup
 
-
-class PodGroupWrapper:
     def __init__(self, name: str) -> None:
         self.raw: dict[str, Any] = {
             "apiVersion": API_VERSION,
@@ -251,14 +261,10 @@ class PodGroupWrapper:
         self.raw["spec"]["queueName"] = name
         return self
 
-    def json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
 
-    def obj(self) -> PodGroup:
-        return PodGroup.model_validate(self.raw)
+class QueueWrapper(_Builder[Queue]):
+    model = Queue
 
-
-class QueueWrapper:
     def __init__(self, name: str) -> None:
         self.raw: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Queue", "metadata": {"name": name}, "spec": {}}
 
@@ -274,14 +280,10 @@ class QueueWrapper:
         self.raw["spec"]["reclaimMinRuntime"] = duration
         return self
 
-    def json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
 
-    def obj(self) -> Queue:
-        return Queue.model_validate(self.raw)
+class PriorityClassWrapper(_Builder[PriorityClass]):
+    model = PriorityClass
 
-
-class PriorityClassWrapper:
     def __init__(self, name: str, value: int) -> None:
         self.raw: dict[str, Any] = {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -301,12 +303,6 @@ class PriorityClassWrapper:
     def annotate(self, key: str, value: str) -> Self:
         self.raw["metadata"].setdefault("annotations", {})[key] = value
         return self
-
-    def json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
-
-    def obj(self) -> PriorityClass:
-        return PriorityClass.model_validate(self.raw)
 
 
 def make_pod(name: str) -> PodWrapper:
