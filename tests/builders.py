@@ -57,6 +57,11 @@ class _Builder(Generic[M]):
     def obj(self) -> M:
         return self.model.model_validate(self.raw)
 
+    def stored(self, resource_version: str = "1") -> Self:
+        """As read back from a cluster (`kubectl get -o yaml`): it carries a resourceVersion."""
+        self.raw["metadata"]["resourceVersion"] = resource_version
+        return self
+
 
 class PodWrapper(_Builder[Pod]):
     model = Pod

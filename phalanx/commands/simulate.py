@@ -23,7 +23,7 @@ from scheduler.api.manifest import ManifestError
 from scheduler.framework.runner import PassReport
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
-from scheduler.simulation.report import build_report, explanations, render_text
+from scheduler.simulation.report import build_report, explanations, render_text, warnings
 from scheduler.simulation.scenario import load_scenario
 
 LARGE_INPUT = 2_000
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render_text(report, sys.stdout, now, result.cluster.now(), explanations(result, report))
+        render_text(report, sys.stdout, now, result.cluster.now(), explanations(result, report), warnings(result))
     return 0
 
 

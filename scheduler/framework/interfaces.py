@@ -4,6 +4,8 @@ Filters and scores work on all nodes at once (a boolean mask / a score array per
 one (pod, node) pair per call: a 5,000-node cluster is then one numpy expression per plugin, not
 5,000 Python calls. Victim filters and scenario validators come from KAI-Scheduler's session hooks,
 but return a Status with a reason (and `until` when a protection expires) instead of a bool.
+Configuration checks let a plugin whose hooks must stay pure name what it ignores; the runner
+reports each finding once (a Warning Event and a log line).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from scheduler.api.meta import ApiModel
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, Snapshot
@@ -77,3 +80,26 @@ class ScenarioValidator(Plugin, Protocol):
     """May this whole set of victims be preempted together (e.g. an elastic group kept >= minCount)?"""
 
     def validate(self, preemptor: SchedulingUnit, victims: Sequence[VictimUnit], snapshot: Snapshot) -> Status: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationWarning:
+    """A misconfiguration a plugin ignored, and what it does instead (`note`), for users to see once.
+
+    `regarding` is the object to attach a Warning Event to (the PriorityClass with a bad annotation,
+    the pod naming a missing class), or None for the scheduler's own configuration, which has no API
+    object: that one is only logged (and listed by `simulate`). `version` says when the finding is
+    new again: the resourceVersion of the object that holds the bad value, so an edit that leaves it
+    wrong warns again; None when the note alone identifies it.
+    """
+
+    regarding: ApiModel | None
+    reason: str
+    note: str
+    version: str | None = None
+
+
+class ConfigurationCheck(Plugin, Protocol):
+    """What in this snapshot the plugin ignores as misconfigured; the runner reports each finding once."""
+
+    def warnings(self, snapshot: Snapshot) -> Sequence[ConfigurationWarning]: ...

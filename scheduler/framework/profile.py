@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.framework.interfaces import (
+    ConfigurationCheck,
     FilterPlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
@@ -27,3 +28,4 @@ class Profile:
     post_filters: Sequence[PostFilterPlugin] = ()
     victim_filters: Sequence[VictimFilter] = ()
     scenario_validators: Sequence[ScenarioValidator] = ()
+    configuration_checks: Sequence[ConfigurationCheck] = ()

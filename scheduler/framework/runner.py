@@ -6,6 +6,12 @@ place each one on the snapshot (static mask cached per pod shape, resource fit, 
 only if at least `minCount` members are placed, else its trial placements are rolled back. A unit
 that does not fit runs the PostFilter plugins; a proposal with victims or nominations is handed to the
 actuator. Time comes only from `cluster.now()`, so the same code runs on the simulator's clock.
+
+Each pass also asks the configuration checks what their plugins ignore (a bad toleration annotation,
+a bad min-runtime, a missing PriorityClass) and reports each finding once: a `Warning` Event on the
+object concerned and one log line. A finding is reported again only after it went away, or when the
+object holding the bad value changed and is still wrong (a new resourceVersion), as an operator
+fixing it by hand would expect.
 """
 
 from __future__ import annotations
@@ -19,13 +25,13 @@ from typing import Protocol
 import structlog
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.meta import Condition
+from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
 from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
-from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
+from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
 from scheduler.framework.placement import PlacementMemo
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
@@ -73,6 +79,8 @@ class PassReport:
     pending: list[Pending] = field(default_factory=list)
     post_filter: list[tuple[str, PostFilterResult]] = field(default_factory=list)
     units_tried: int = 0
+    warnings: list[ConfigurationWarning] = field(default_factory=list)
+    """Configuration findings reported for the first time in this pass."""
 
 
 class Scheduler:
@@ -96,6 +104,8 @@ class Scheduler:
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
         self._cache = PodInfoCache()
         self._assumed: dict[str, str] = {}
+        self._reported: dict[str, set[WarningKey]] = {}
+        """Per configuration check, the findings of its last answer: those are not reported again."""
 
     def is_ours(self, pod: Pod) -> bool:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
@@ -111,6 +121,7 @@ class Scheduler:
         snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
         if self._remove_gang_gates(snapshot):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
+        self._report_warnings(snapshot, report)
         units = self._units(snapshot, report)
         placed: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
@@ -120,6 +131,32 @@ class Scheduler:
         self.queue.settle(fingerprint(snapshot, placed))
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
         return report
+
+    def _report_warnings(self, snapshot: Snapshot, report: PassReport) -> None:
+        """Report each new finding of the configuration checks: a Warning Event (when there is an object) and a log."""
+        for check in self.profile.configuration_checks:
+            try:
+                found = check.warnings(snapshot)
+            except Exception as err:  # a plugin bug must not stop the pass; its earlier findings stay reported
+                log.error("configuration check failed", plugin=check.name, error=repr(err))
+                continue
+            previous = self._reported.get(check.name, set())
+            current: set[WarningKey] = set()
+            for warning in found:
+                key = warning_key(warning)
+                if key in current:
+                    continue
+                current.add(key)
+                if key in previous:
+                    continue
+                where = {"kind": key[0], "object": key[1]} if key[1] else {"kind": "SchedulerConfiguration"}
+                log.warning(
+                    "configuration ignored", plugin=check.name, **where, reason=warning.reason, note=warning.note
+                )
+                if warning.regarding is not None:
+                    self.cluster.record_event(warning.regarding, "Warning", warning.reason, warning.note)
+                report.warnings.append(warning)
+            self._reported[check.name] = current
 
     def _confirm_assumed(self, objects: ClusterObjects) -> None:
         """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone)."""
@@ -351,6 +388,26 @@ class Scheduler:
             type="PodScheduled", status="False", reason=reason, message=message, last_transition_time=self.cluster.now()
         )
         self.cluster.set_pod_condition(info.pod, condition)
+
+
+WarningKey = tuple[str, str, str, str, str, str]
+"""kind, `namespace/name`, uid, reason, note, version: what makes a configuration finding the same one."""
+
+
+def object_key(obj: ApiModel) -> tuple[str, str, str]:
+    """kind, `namespace/name` (`name` for cluster-scoped kinds) and uid of an API object."""
+    meta = getattr(obj, "metadata", None)
+    name = getattr(meta, "name", "") or ""
+    namespace = getattr(meta, "namespace", None)
+    if isinstance(obj, Pod | PodGroup):
+        namespace = namespace or "default"
+    key = f"{namespace}/{name}" if namespace else name
+    return str(getattr(obj, "kind", "")), key, getattr(meta, "uid", None) or ""
+
+
+def warning_key(warning: ConfigurationWarning) -> WarningKey:
+    kind, name, uid = object_key(warning.regarding) if warning.regarding is not None else ("", "", "")
+    return kind, name, uid, warning.reason, warning.note, warning.version or ""
 
 
 def fingerprint(snapshot: Snapshot, placed: set[str] | Sequence[str] = ()) -> int:

@@ -37,4 +37,5 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         post_filters=(WorkloadPreemption(victim_filters, validators, statics),),
         victim_filters=victim_filters,
         scenario_validators=validators,
+        configuration_checks=victim_filters,
     )

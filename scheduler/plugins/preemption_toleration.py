@@ -9,39 +9,32 @@ class is its PodGroup's `priorityClassName` (DESIGN.md, Priority), a `PodGroup`-
 while any of its pods does, a bound pod without the condition counts from `status.startTime`
 (scenario files often carry only that), and `until` is the first whole second at which the
 toleration is over (upstream tolerates through the last instant, so the clock must land after it).
+A class with an unparsable annotation tolerates nothing, and a candidate whose class is gone is
+unprotected; `warnings` names both, and the runner reports each once (a Warning Event and a log line).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-import structlog
-
-from scheduler.api.meta import ApiModel, ObjectMeta
-from scheduler.api.preemption_toleration import PolicyError, TolerationPolicy, parse_policy, policy_errors
+from scheduler.api.meta import ObjectMeta
+from scheduler.api.preemption_toleration import (
+    PREFIXES,
+    PolicyError,
+    TolerationPolicy,
+    parse_policy,
+    policy_errors,
+)
 from scheduler.api.priority_class import PriorityClass, global_default
+from scheduler.framework.interfaces import ConfigurationWarning
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
 
-log = structlog.get_logger(__name__)
-
 NAME = "PreemptionToleration"
-
-
-@dataclass(frozen=True, slots=True)
-class ProtectionWarning:
-    """A misconfiguration a protection ignored, for the back end to record as a Warning Event.
-
-    Filters are pure, so they cannot emit Events themselves; the runner asks each protection plugin
-    for `warnings(snapshot)` and calls `cluster.record_event(regarding, "Warning", reason, note)`.
-    """
-
-    regarding: ApiModel
-    reason: str
-    note: str
+INVALID_TOLERATION = "InvalidPreemptionToleration"
+CLASS_NOT_FOUND = "PriorityClassNotFound"
 
 
 def format_instant(when: datetime, now: datetime) -> str:
@@ -56,19 +49,12 @@ def format_instant(when: datetime, now: datetime) -> str:
 def _cached_policy(
     name: str, value: int, annotations: tuple[tuple[str, str], ...]
 ) -> TolerationPolicy | PolicyError | None:
-    """Parse once per distinct class content, and log a bad annotation once instead of per candidate."""
+    """Parse once per distinct class content, not once per candidate (the runner reports bad ones)."""
     pc = PriorityClass(metadata=ObjectMeta(name=name, annotations=dict(annotations)), value=value)
     try:
         return parse_policy(pc)
     except PolicyError as err:
-        log.warning("toleration policy ignored", priority_class=name, annotation=err.annotation, error=str(err))
         return err
-
-
-@lru_cache(maxsize=4096)
-def _warn_missing_class(victim: str, class_name: str) -> None:
-    """Log once per victim and class, not once per preemption attempt that considers it."""
-    log.warning("victim priority class missing", victim=victim, priority_class=class_name)
 
 
 def policy_of(pc: PriorityClass) -> TolerationPolicy | PolicyError | None:
@@ -112,8 +98,7 @@ class PreemptionToleration:
             return SUCCESS
         pc = snapshot.priority_classes.get(class_name)
         if pc is None:
-            _warn_missing_class(victim.key, class_name)
-            return SUCCESS
+            return SUCCESS  # reported by `warnings` as PriorityClassNotFound
         policy = policy_of(pc)
         if policy is None or isinstance(policy, PolicyError):
             return SUCCESS
@@ -137,29 +122,50 @@ class PreemptionToleration:
             return SUCCESS
         return unschedulable(f"{why} until {format_instant(until, snapshot.now)}", until=until)
 
-    def warnings(self, snapshot: Snapshot) -> list[ProtectionWarning]:
-        """Unparsable policies (one per bad annotation) and victims naming a missing class."""
-        found: list[ProtectionWarning] = []
+    def warnings(self, snapshot: Snapshot) -> list[ConfigurationWarning]:
+        """Unparsable annotations (one per bad annotation) and running units naming a missing class."""
+        found: list[ConfigurationWarning] = []
         for pc in sorted(snapshot.priority_classes.values(), key=lambda c: c.metadata.name):
-            for err in policy_errors(pc):
-                note = f"metadata.annotations[{err.annotation}]: Invalid value: {err}; no toleration applies"
-                found.append(ProtectionWarning(pc, "InvalidPreemptionToleration", note))
+            errors = policy_errors(pc)
+            if not errors:
+                continue
+            effective = policy_of(pc)
+            for err in errors:
+                if isinstance(effective, PolicyError):
+                    outcome = "treated as no toleration: pods of this class may be preempted by any higher priority"
+                else:
+                    outcome = f"ignored: {_winning_key(err.annotation)} takes precedence"
+                note = f"metadata.annotations[{err.annotation}]: Invalid value: {err}; {outcome}"
+                found.append(ConfigurationWarning(pc, INVALID_TOLERATION, note, pc.metadata.resource_version))
         found.extend(_missing_classes(snapshot))
         return found
 
 
-def _missing_classes(snapshot: Snapshot) -> list[ProtectionWarning]:
+def _winning_key(annotation: str) -> str:
+    """The same annotation under the prefix that wins (`scheduling.sigs.k8s.io`)."""
+    return PREFIXES[0] + annotation.rsplit("/", 1)[1]
+
+
+def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
     """Running pods and groups whose deciding class is gone: they are unprotected until it returns."""
-    found: list[ProtectionWarning] = []
+    found: list[ConfigurationWarning] = []
     seen: set[str] = set()
+    classes = snapshot.priority_classes
+    groups = snapshot.groups
     for info in snapshot.pods.values():
         if info.node_name is None:
             continue
-        group = snapshot.groups.get(info.group_key) if info.group_key else None
+        group = groups.get(info.group_key) if info.group_key else None
         name = group.spec.priority_class_name if group is not None else info.priority_class_name
+        if not name or name in classes:
+            continue
         key = group.key if group is not None else info.key
-        if name and name not in snapshot.priority_classes and key not in seen:
-            seen.add(key)
-            note = f"PriorityClass {name} not found: {key} is not protected by preemption toleration"
-            found.append(ProtectionWarning(group if group is not None else info.pod, "PriorityClassNotFound", note))
+        if key in seen:
+            continue
+        seen.add(key)
+        note = (
+            f"spec.priorityClassName: Not found: {name!r}: no PriorityClass with name {name} was found; "
+            f"{key} is treated as having no preemption toleration"
+        )
+        found.append(ConfigurationWarning(group if group is not None else info.pod, CLASS_NOT_FOUND, note))
     return found

@@ -7,9 +7,10 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from scheduler.api.quantity import format_units
-from scheduler.framework.runner import DEFAULT_SCHEDULER
+from scheduler.framework.runner import DEFAULT_SCHEDULER, object_key
 from scheduler.framework.snapshot_builder import build_snapshot
 from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import Simulation
@@ -95,9 +96,24 @@ def explanations(run: Simulation, report: dict[str, Any]) -> list[list[str]]:
     return acted
 
 
+def warnings(run: Simulation) -> list[list[str]]:
+    """Each configuration finding the scheduler reported (a Warning Event, or a log line for its own
+    configuration), in order, once: time, object, reason, note. Text output only; the JSON keys are fixed."""
+    rows: list[list[str]] = []
+    for report_pass in run.passes:
+        for warning in report_pass.warnings:
+            if warning.regarding is None:
+                subject = "SchedulerConfiguration"
+            else:
+                kind, name, _ = object_key(warning.regarding)
+                subject = f"{kind} {name}"
+            rows.append([rfc3339(report_pass.time), subject, warning.reason, warning.note])
+    return rows
+
+
 def _capped(table: Table, rows: list[list[str]]) -> Table:
     for row in rows[:TEXT_ROWS]:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # plain text: `[...]` in a message is not markup
     if len(rows) > TEXT_ROWS:
         table.caption = f"{len(rows) - TEXT_ROWS} more rows not shown (use -o json for all)"
     return table
@@ -109,12 +125,19 @@ def render_text(
     started: datetime,
     ended: datetime,
     decisions: list[list[str]] | None = None,
+    warned: list[list[str]] | None = None,
 ) -> None:
     console = Console(file=out, width=160, soft_wrap=False)
     console.print(
         f"Simulated {rfc3339(started)} .. {rfc3339(ended)}: {len(report['bindings'])} bound, "
         f"{len(report['preemptions'])} preempted, {len(report['pending'])} pending"
     )
+    if warned:
+        table = Table(title="Warnings (configuration the scheduler ignored)")
+        for column in ("time", "object", "reason"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("message", overflow="fold")
+        console.print(_capped(table, warned))
     bound = Table(title="Bindings")
     for column in ("pod", "node", "time"):
         bound.add_column(column)

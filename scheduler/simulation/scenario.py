@@ -4,7 +4,10 @@ Everything is validated before anything runs, so bad input is one message naming
 document and the field, and nothing is half-applied. Pending objects pass through the webhook's
 admission rules, as a CREATE on a real cluster would (a pending gang member gets our gate, a denial
 is an input error with the webhook's text). Pods that are already bound were admitted long ago on
-the cluster they were dumped from, so they are taken as they are.
+the cluster they were dumped from, so they are taken as they are; so are PriorityClasses and Queues
+that carry a `resourceVersion` (read from a cluster): the API server never re-validates a stored
+object, so one written before the webhook was installed may hold a value the webhook would now
+refuse, and the scheduler must cope with it there as here (it ignores the value and warns).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def load_scenario(
             progress(done, len(loaded))
         if isinstance(obj, SchedulerConfiguration):
             continue
-        if not (isinstance(obj, Pod) and obj.spec.node_name):
+        if not _stored(obj):
             try:
                 admitted = admit(obj, lookups, settings)
             except Denied as err:
@@ -83,6 +86,15 @@ def load_scenario(
         _store(objects, obj, now)
     _check_priorities(objects, {o.key: s for o, s in loaded if isinstance(o, Pod | PodGroup)})
     return Scenario(objects, config, warnings)
+
+
+def _stored(obj: ApiModel) -> bool:
+    """Objects a cluster already holds, which admission would not see again (see the module doc)."""
+    if isinstance(obj, Pod):
+        return bool(obj.spec.node_name)
+    if isinstance(obj, PriorityClass | Queue):
+        return obj.metadata.resource_version is not None
+    return False
 
 
 def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> None:

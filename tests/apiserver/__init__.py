@@ -34,6 +34,9 @@ Served over plain http on 127.0.0.1 (random port, `server.url`, `server.port`):
   condition, gates may only be removed (422 as recorded), the last removal drops the key.
   pods/binding: 409 already bound / gated with the recorded bodies, sets nodeName, PodScheduled=True
   and copies the node's zone label; 201 Status Success.
+- events.k8s.io/v1 CREATE: `ValidateEventCreate`'s required fields, type and note length, and its
+  namespace rule: an Event about a cluster-scoped object (no `regarding.namespace`) goes to `default`
+  or `kube-system`, else 422.
 - `/version`, `/healthz`.
 
 Control from tests (no HTTP, no faults):

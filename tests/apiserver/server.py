@@ -418,6 +418,8 @@ class ApiServer:
         given_status = body.pop("status", None)
         if rtype.kind == "Pod" and rtype.group == "":
             self._admit_pod(body)
+        if rtype.kind == "Event" and rtype.group == "events.k8s.io":
+            _validate_event(rtype, body)
         if isinstance(given_status, dict) and (keep_status or not rtype.status or rtype.kind == "Node"):
             body["status"] = {**body.get("status", {}), **given_status}
         if query.get("dryRun") == "All":
@@ -645,6 +647,29 @@ class ApiServer:
         store = self.store
         start = bisect.bisect_right(store.history_rvs, cursor)
         yield from store.history[start:]
+
+
+def _validate_event(rtype: ResourceType, event: Obj) -> None:
+    """kube-apiserver's checks on an events.k8s.io/v1 CREATE (`ValidateEventCreate`, eventTime set).
+
+    An Event lives in a namespace; one about a cluster-scoped object (no `regarding.namespace`) must
+    go to `default` or `kube-system`, or the apiserver answers 422.
+    """
+    name = event["metadata"]["name"]
+    namespace = event["metadata"].get("namespace", "")
+    regarding = event.get("regarding") or {}
+    if not regarding.get("namespace") and namespace not in ("default", "kube-system"):
+        detail = f'Invalid value: "{regarding.get("namespace", "")}": does not match event.namespace'
+        raise invalid(rtype, name, "involvedObject.namespace", "FieldValueInvalid", detail)
+    for key in ("eventTime", "reportingController", "reportingInstance", "action", "reason"):
+        if not event.get(key):
+            raise invalid(rtype, name, key, "FieldValueRequired", "Required value")
+    if event.get("type") not in ("Normal", "Warning"):
+        raise invalid(
+            rtype, name, "type", "FieldValueInvalid", f'Invalid value: "": has invalid value: {event.get("type")}'
+        )
+    if len(event.get("note", "")) > 1024:
+        raise invalid(rtype, name, "note", "FieldValueInvalid", 'Invalid value: "": can have at most 1024 characters')
 
 
 def _pod_scheduled_true() -> Obj:

@@ -313,3 +313,34 @@ def test_leases_round_trip_with_optimistic_concurrency(apiserver: ApiServer, tmp
     with pytest.raises(client.ApiException) as err:
         api.replace_namespaced_lease("phalanx-scheduler", "kube-system", created)
     assert err.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("namespace", "regarding", "want_status"),
+    [
+        pytest.param("default", {"kind": "PriorityClass", "name": "low"}, 201, id="cluster-scoped object in default"),
+        pytest.param("kube-system", {"kind": "Queue", "name": "q"}, 201, id="cluster-scoped object in kube-system"),
+        pytest.param("ml", {"kind": "PriorityClass", "name": "low"}, 422, id="cluster-scoped object elsewhere"),
+        pytest.param("ml", {"kind": "Pod", "name": "p", "namespace": "ml"}, 201, id="namespaced object in its own"),
+    ],
+)
+def test_event_about_a_cluster_scoped_object_lives_in_default(
+    apiserver: ApiServer, namespace: str, regarding: dict[str, str], want_status: int
+) -> None:
+    event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "e1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "scheduling.phalanx.dev/scheduler",
+        "reportingInstance": "a",
+        "action": "Scheduling",
+        "reason": "InvalidPreemptionToleration",
+        "type": "Warning",
+        "note": "x",
+        "regarding": regarding,
+    }
+    status, body, _ = http(apiserver, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
+    assert status == want_status
+    if want_status == 422:
+        assert "involvedObject.namespace" in json.loads(body)["message"]

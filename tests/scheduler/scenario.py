@@ -16,6 +16,7 @@ from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
+from scheduler.api.queue import Queue
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.simulation.driver import simulate
 from scheduler.simulation.report import build_report
@@ -56,6 +57,8 @@ def cluster_of(objects: list[ApiModel]) -> ClusterObjects:
             cluster.pod_groups[obj.key] = obj
         elif isinstance(obj, PriorityClass):
             cluster.priority_classes[obj.metadata.name] = obj
+        elif isinstance(obj, Queue):
+            cluster.queues[obj.metadata.name] = obj
         else:
             raise TypeError(f"unsupported object {type(obj).__name__}")
     return cluster

@@ -637,7 +637,11 @@ class KubeCluster:
     def record_event(
         self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
     ) -> None:
-        """events.k8s.io/v1, best effort: a lost Event must never stop scheduling."""
+        """events.k8s.io/v1, best effort: a lost Event must never stop scheduling.
+
+        Events are namespaced: one about a cluster-scoped object (a PriorityClass, a Queue, a Node) goes
+        to `default`, where kube-apiserver accepts it (only `default` or `kube-system` pass validation).
+        """
         if not self.may_write():
             return
         meta = regarding.metadata  # type: ignore[attr-defined]

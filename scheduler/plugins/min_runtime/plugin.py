@@ -5,19 +5,24 @@ the session); the queue-tree walk is `resolver.py`. A unit is protected while no
 min-runtime, start being its PodGroup's `last-start-timestamp` or a lone pod's scheduled time; a
 unit that never started is unprotected. A `PodGroup`-mode unit is judged as a whole. Divergence:
 members of an elastic group pass here and `ElasticMinRuntime` checks the plan instead, so the
-search may still take the members above `minCount`.
+search may still take the members above `minCount`. An unusable duration (on a Queue or in the
+SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports it once.
 """
 
 from __future__ import annotations
 
+from scheduler.api.pod import QUEUE_LABEL
+from scheduler.framework.interfaces import ConfigurationWarning
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
 from scheduler.plugins.min_runtime.elastic import is_elastic
-from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error, unit_queue
-from scheduler.plugins.preemption_toleration import ProtectionWarning
+from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error
 
 NAME = "MinRuntime"
+INVALID_MIN_RUNTIME = "InvalidMinRuntime"
+QUEUE_NOT_FOUND = "QueueNotFound"
+QUEUE_CYCLE = "QueueCycle"
 
 
 class MinRuntime:
@@ -39,11 +44,18 @@ class MinRuntime:
             return SUCCESS
         return unschedulable(found.message(victim.key, snapshot.now), until=found.until)
 
-    def warnings(self, snapshot: Snapshot) -> list[ProtectionWarning]:
-        """Queues with unusable durations or broken parents, and running units naming unknown queues."""
-        found: list[ProtectionWarning] = []
+    def warnings(self, snapshot: Snapshot) -> list[ConfigurationWarning]:
+        """Unusable defaults, queues with unusable durations or broken parents, running units naming unknown queues."""
+        found: list[ConfigurationWarning] = []
+        defaults = snapshot.config.min_runtime
+        for setting, value in (("minRuntime.preempt", defaults.preempt), ("minRuntime.reclaim", defaults.reclaim)):
+            problem = duration_error(value)
+            if problem is not None:
+                note = f"SchedulerConfiguration {setting}: Invalid value: {value!r}: {problem}; treated as 0"
+                found.append(ConfigurationWarning(None, INVALID_MIN_RUNTIME, note))
         for name in sorted(snapshot.queues):
             queue = snapshot.queues[name]
+            version = queue.metadata.resource_version
             for field, raw in (
                 ("spec.preemptMinRuntime", queue.spec.preempt_min_runtime),
                 ("spec.reclaimMinRuntime", queue.spec.reclaim_min_runtime),
@@ -51,23 +63,30 @@ class MinRuntime:
                 problem = duration_error(raw) if raw is not None else None
                 if problem is not None:
                     note = f"{field}: Invalid value: {raw!r}: {problem}; treated as 0"
-                    found.append(ProtectionWarning(queue, "InvalidMinRuntime", note))
+                    found.append(ConfigurationWarning(queue, INVALID_MIN_RUNTIME, note, version))
             parent = queue.spec.parent_queue
             if parent is not None and parent not in snapshot.queues:
                 note = f"spec.parentQueue: Not found: {parent!r}; the walk stops at {name}"
-                found.append(ProtectionWarning(queue, "QueueNotFound", note))
+                found.append(ConfigurationWarning(queue, QUEUE_NOT_FOUND, note, version))
             elif parent is not None and name in ancestry(parent, snapshot.queues):
                 note = f"spec.parentQueue: Invalid value: {parent!r}: queue {name} is its own ancestor"
-                found.append(ProtectionWarning(queue, "QueueCycle", note))
+                found.append(ConfigurationWarning(queue, QUEUE_CYCLE, note, version))
         seen: set[str] = set()
+        groups, queues = snapshot.groups, snapshot.queues
         for info in snapshot.pods.values():
-            group = snapshot.groups.get(info.group_key) if info.group_key else None
+            if info.node_name is None:
+                continue
+            group = groups.get(info.group_key) if info.group_key else None
+            if group is not None and group.spec.queue_name:
+                queue_name: str | None = group.spec.queue_name
+            else:
+                queue_name = info.pod.metadata.labels.get(QUEUE_LABEL)
+            if not queue_name or queue_name in queues:
+                continue
             key = group.key if group is not None else info.key
-            if info.node_name is None or key in seen:
+            if key in seen:
                 continue
             seen.add(key)
-            queue_name = unit_queue(group, (info,))
-            if queue_name is not None and queue_name not in snapshot.queues:
-                note = f"queue {queue_name} not found: {key} gets the node-pool min-runtime defaults"
-                found.append(ProtectionWarning(group if group is not None else info.pod, "QueueNotFound", note))
+            note = f"queue {queue_name} not found: {key} gets the node-pool min-runtime defaults"
+            found.append(ConfigurationWarning(group if group is not None else info.pod, QUEUE_NOT_FOUND, note))
         return found

@@ -74,10 +74,8 @@ def duration_error(raw: str) -> str | None:
 
 @lru_cache(maxsize=1024)
 def min_runtime(raw: str) -> timedelta:
-    """A configured value; unusable ones count as 0, logged once per distinct text."""
-    problem = duration_error(raw)
-    if problem is not None:
-        log.warning("min-runtime treated as 0", value=raw, error=problem)
+    """A configured value; unusable ones count as 0 (`MinRuntime.warnings` reports them)."""
+    if duration_error(raw) is not None:
         return timedelta(0)
     return parse_duration(raw)
 

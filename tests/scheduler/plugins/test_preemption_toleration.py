@@ -267,23 +267,32 @@ def test_bound_pod_without_condition_counts_from_start_time() -> None:
 
 
 def test_warnings_name_the_class_and_the_annotation() -> None:
-    """Bad annotations and missing classes are listed for the back end to record as Warning Events."""
+    """Bad annotations and missing classes are listed for the runner to report as Warning Events."""
     snapshot = snapshot_of(
         make_priority_class("broken", 10).annotate(XK8S + SECONDS, "soon").annotate(SIGS + MIN, "1e3").obj(),
         make_priority_class("fine", 10).annotate(SIGS + SECONDS, "60").obj(),
+        make_priority_class("shadowed", 10).annotate(SIGS + MIN, "500").annotate(XK8S + MIN, "lots").obj(),
         scheduled(make_pod("orphan").priority_class("gone"), NOW).obj(),
     )
     warnings = PreemptionToleration().warnings(snapshot)
-    assert [(w.regarding.metadata.name, w.reason) for w in warnings] == [  # type: ignore[attr-defined]
+    assert [(w.regarding.metadata.name, w.reason) for w in warnings] == [  # type: ignore[union-attr]
         ("broken", "InvalidPreemptionToleration"),
         ("broken", "InvalidPreemptionToleration"),
+        ("shadowed", "InvalidPreemptionToleration"),
         ("orphan", "PriorityClassNotFound"),
     ]
+    void = "treated as no toleration: pods of this class may be preempted by any higher priority"
     assert warnings[0].note == (
-        f"metadata.annotations[{SIGS}{MIN}]: Invalid value: must be an int32 integer, got '1e3'; no toleration applies"
+        f"metadata.annotations[{SIGS}{MIN}]: Invalid value: must be an int32 integer, got '1e3'; {void}"
     )
     assert warnings[1].note == (
-        f"metadata.annotations[{XK8S}{SECONDS}]: Invalid value: must be an int64 integer, got 'soon'; "
-        "no toleration applies"
+        f"metadata.annotations[{XK8S}{SECONDS}]: Invalid value: must be an int64 integer, got 'soon'; {void}"
     )
-    assert warnings[2].note == "PriorityClass gone not found: default/orphan is not protected by preemption toleration"
+    assert warnings[2].note == (
+        f"metadata.annotations[{XK8S}{MIN}]: Invalid value: must be an int32 integer, got 'lots'; "
+        f"ignored: {SIGS}{MIN} takes precedence"
+    )
+    assert warnings[3].note == (
+        "spec.priorityClassName: Not found: 'gone': no PriorityClass with name gone was found; "
+        "default/orphan is treated as having no preemption toleration"
+    )

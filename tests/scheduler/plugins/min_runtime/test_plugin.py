@@ -220,7 +220,7 @@ def test_warnings_name_queue_field_and_rule() -> None:
         make_queue("b").parent("a").obj(),
         lone("v", "ghost", NOW),
     )
-    notes = [(w.regarding.metadata.name, w.reason, w.note) for w in MinRuntime().warnings(snapshot)]  # type: ignore[attr-defined]
+    notes = [(w.regarding.metadata.name, w.reason, w.note) for w in MinRuntime().warnings(snapshot)]  # type: ignore[union-attr]
     assert notes == [
         ("a", "QueueCycle", "spec.parentQueue: Invalid value: 'b': queue a is its own ancestor"),
         ("b", "QueueCycle", "spec.parentQueue: Invalid value: 'a': queue b is its own ancestor"),
