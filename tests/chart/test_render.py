@@ -1,4 +1,7 @@
-"""The chart renders valid, secure manifests whose webhook, RBAC and certificates match the code."""
+"""The chart renders valid, secure manifests whose webhook and certificates match the code.
+
+RBAC is checked against what the code calls in `test_rbac_matches_code.py`.
+"""
 
 from __future__ import annotations
 
@@ -181,75 +184,6 @@ def test_default_failure_policies(rendered: dict[str | None, list[Doc]]) -> None
         "queues": "Fail",
         "priorityclasses": "Ignore",
     }
-
-
-def _rules(docs: list[Doc], kind: str, suffix: str) -> set[tuple[str, str, str, str]]:
-    """(apiGroup, resource, verb, resourceName or '') for every grant of one role."""
-    grants = set()
-    for rule in _one(docs, kind, suffix)["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    for name in rule.get("resourceNames") or [""]:
-                        grants.add((group, resource, verb, name))
-    return grants
-
-
-def _grants(group: str, resources: str, verbs: str, name: str = "") -> set[tuple[str, str, str, str]]:
-    return {(group, r, v, name) for r in resources.split() for v in verbs.split()}
-
-
-WANT_SCHEDULER_CLUSTER = (
-    _grants("", "pods", "get list watch patch delete")
-    | _grants("", "pods/binding", "create")
-    | _grants("", "pods/status", "patch")
-    | _grants("", "nodes", "get list watch")
-    | _grants("scheduling.k8s.io", "priorityclasses", "get list watch")
-    | _grants("policy", "poddisruptionbudgets", "get list watch")
-    | _grants("scheduling.phalanx.dev", "podgroups workloads queues", "get list watch")
-    | _grants("scheduling.phalanx.dev", "podgroups podgroups/status", "patch")
-    | _grants("events.k8s.io", "events", "create patch")
-)
-WANT_SCHEDULER_NAMESPACED = _grants("coordination.k8s.io", "leases", "create") | _grants(
-    "coordination.k8s.io", "leases", "get update", "phalanx-scheduler"
-)
-WANT_WEBHOOK_CLUSTER = _grants("scheduling.k8s.io", "priorityclasses workloads podgroups", "get list watch") | _grants(
-    "scheduling.phalanx.dev", "workloads podgroups queues", "get list watch"
-)
-WANT_WEBHOOK_CERTIFICATES = _grants(
-    "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get update patch", "phalanx-mutating"
-) | _grants("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get update patch", "phalanx-validating")
-WANT_WEBHOOK_NAMESPACED = _grants("", "secrets", "create") | _grants("", "secrets", "get update", "phalanx-webhook-tls")
-
-
-@pytest.mark.parametrize(
-    ("values", "want_webhook_cluster", "want_webhook_role"),
-    [
-        pytest.param(None, WANT_WEBHOOK_CLUSTER | WANT_WEBHOOK_CERTIFICATES, True, id="self-managed manages caBundle"),
-        pytest.param("helm-certs-values.yaml", WANT_WEBHOOK_CLUSTER, False, id="helm certificates: lookups only"),
-        pytest.param("cert-manager-values.yaml", WANT_WEBHOOK_CLUSTER, False, id="cert-manager: lookups only"),
-    ],
-)
-def test_rbac_grants_exactly_what_each_component_uses(
-    rendered: dict[str | None, list[Doc]],
-    values: str | None,
-    want_webhook_cluster: set[tuple[str, str, str, str]],
-    want_webhook_role: bool,
-) -> None:
-    docs = rendered[values]
-    assert _rules(docs, "ClusterRole", "phalanx-scheduler") == WANT_SCHEDULER_CLUSTER
-    assert _rules(docs, "Role", "phalanx-scheduler") == WANT_SCHEDULER_NAMESPACED
-    assert _rules(docs, "ClusterRole", "phalanx-webhook") == want_webhook_cluster
-    roles = [r for r in _of_kind(docs, "Role") if r["metadata"]["name"] == "phalanx-webhook"]
-    if want_webhook_role:
-        assert _rules(docs, "Role", "phalanx-webhook") == WANT_WEBHOOK_NAMESPACED
-    else:
-        assert roles == []
-    for kind in ("ClusterRole", "Role"):
-        for role in _of_kind(docs, kind):
-            for rule in role["rules"]:
-                for key in ("apiGroups", "resources", "verbs"):
-                    assert "*" not in rule[key], f"{kind}/{role['metadata']['name']}: wildcard in {key}"
 
 
 def test_self_managed_env_is_what_the_certificate_controller_reads(rendered: dict[str | None, list[Doc]]) -> None:

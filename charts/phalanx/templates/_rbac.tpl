@@ -1,8 +1,13 @@
 {{/*
-The API calls each component makes, one values-free list per component, so that a test can compare them
-with the calls found in the code. Names are passed in (they depend on the release), never read from values.
+The API calls each component makes, one values-free list per component. tests/chart/test_rbac_matches_code.py
+runs each component against a test API server and fails on any grant its requests do not use, or lack.
+Names are passed in (they depend on the release), never read from values.
 */}}
 
+{{/*
+Informers list and watch; a direct read happens only for a pod whose gate removal lost a race and for a
+PodGroup whose status write conflicted. Events are only ever created.
+*/}}
 {{- define "phalanx.scheduler.clusterRules" -}}
 - apiGroups: [""]
   resources: [pods]
@@ -15,22 +20,25 @@ with the calls found in the code. Names are passed in (they depend on the releas
   verbs: [patch]
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [scheduling.phalanx.dev]
-  resources: [podgroups, workloads, queues]
-  verbs: [get, list, watch]
+  resources: [workloads, queues]
+  verbs: [list, watch]
 - apiGroups: [scheduling.phalanx.dev]
-  resources: [podgroups, podgroups/status]
+  resources: [podgroups]
+  verbs: [get, list, watch, patch]
+- apiGroups: [scheduling.phalanx.dev]
+  resources: [podgroups/status]
   verbs: [patch]
 - apiGroups: [events.k8s.io]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end }}
 
 {{/* Call with (dict "lease" <name>). `create` cannot be limited by name in RBAC. */}}
@@ -57,16 +65,19 @@ watched when the cluster serves them; granting them on a cluster that does not i
   verbs: [get, list, watch]
 {{- end }}
 
-{{/* self-managed certificates: caBundle injection. Call with (dict "mutating" <name> "validating" <name>). */}}
+{{/*
+self-managed certificates: caBundle injection, a read then a replace guarded by resourceVersion.
+Call with (dict "mutating" <name> "validating" <name>).
+*/}}
 {{- define "phalanx.webhook.certificateClusterRules" -}}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [mutatingwebhookconfigurations]
   resourceNames: [{{ .mutating }}]
-  verbs: [get, update, patch]
+  verbs: [get, update]
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations]
   resourceNames: [{{ .validating }}]
-  verbs: [get, update, patch]
+  verbs: [get, update]
 {{- end }}
 
 {{/* self-managed certificates: the Secret. Call with (dict "secret" <name>). */}}

@@ -1,0 +1,288 @@
+"""Each component of the rendered chart, run against the loopback API server, and the requests it sent.
+
+A component is one container of a Deployment or Job: its ServiceAccount, its `phalanx` arguments, its
+environment and the ConfigMap files mounted into it. The loopback server is seeded with the chart's own
+objects (the kinds it serves: webhook configurations, ConfigMaps, PDBs, ...), then a scenario per
+subcommand drives the real code on the real client until every API call its modules can make
+(`api_calls.unexercised`) has been sent, or a deadline passes (the coverage test then names what was
+missed). The test code itself only reads and writes the server's storage directly, never over HTTP, so
+`server.requests` is what the component asked for.
+
+- `scheduler`: `SchedulerProcess` with the chart's configuration (names, gate, leader election), but
+  fast timings and no min-runtime protection; a gated gang that fits (its gate removal gets one 422,
+  so the pod is re-read), a gated gang that preempts four victims, a pod that fits nowhere, a PodGroup
+  status write that gets one 409 (so the group is re-read). Stopping releases the Lease.
+- `webhook`: what `phalanx webhook` starts: the certificate controller when the environment asks for
+  it (then a second sync after the Secret was emptied, which replaces it) and the lookup caches, with a
+  miss on every lookup (a direct read).
+- `certs`: the command line itself (`phalanx certs --uninstall ...` is the pre-delete hook).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+
+from phalanx.cli import main
+from scheduler.api.config import MinRuntimeDefaults
+from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
+from tests.apiserver.resources import RESOURCE_TYPES
+from tests.apiserver.server import ApiServer, Request
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
+from tests.chart.api_calls import command_module, unexercised
+from tests.kube.replica import fast_config
+
+Doc = dict[str, Any]
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+SERVED = {(r.api_version, r.kind) for r in RESOURCE_TYPES}
+DEADLINE_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    workload: str
+    namespace: str
+    service_account: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str], ...]
+
+    @property
+    def command(self) -> str:
+        return self.args[0] if self.args else ""
+
+    def __str__(self) -> str:
+        return f"{self.workload} running phalanx {self.command}"
+
+
+def _mounted_files(docs: list[Doc], namespace: str, pod: Doc, container: Doc) -> dict[str, str]:
+    """Container path -> content, for every ConfigMap key mounted into the container."""
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    files = {}
+    for mount in container.get("volumeMounts") or []:
+        source = volumes[mount["name"]].get("configMap")
+        if source is None:
+            continue
+        (config_map,) = [
+            d
+            for d in docs
+            if d["kind"] == "ConfigMap"
+            and d["metadata"]["name"] == source["name"]
+            and d["metadata"].get("namespace", namespace) == namespace
+        ]
+        items = source.get("items") or [{"key": k, "path": k} for k in config_map.get("data") or {}]
+        for item in items:
+            if "subPath" in mount:
+                if mount["subPath"] == item["path"]:
+                    files[mount["mountPath"]] = config_map["data"][item["key"]]
+            else:
+                files[str(PurePosixPath(mount["mountPath"]) / item["path"])] = config_map["data"][item["key"]]
+    return files
+
+
+def components(docs: list[Doc]) -> list[Component]:
+    found = []
+    for doc in docs:
+        if doc["kind"] not in WORKLOAD_KINDS:
+            continue
+        namespace = doc["metadata"]["namespace"]
+        pod = doc["spec"]["template"]["spec"]
+        for container in [*(pod.get("initContainers") or []), *pod["containers"]]:
+            found.append(
+                Component(
+                    workload=f"{doc['kind']}/{doc['metadata']['name']}",
+                    namespace=namespace,
+                    service_account=pod.get("serviceAccountName", "default"),
+                    args=tuple(container.get("args") or ()),
+                    env=tuple((e["name"], e["value"]) for e in container.get("env") or [] if "value" in e),
+                    files=tuple(sorted(_mounted_files(docs, namespace, pod, container).items())),
+                )
+            )
+    return found
+
+
+def served_objects(docs: list[Doc]) -> list[Doc]:
+    """The rendered objects the loopback server can store: the cluster right after `helm install`."""
+    return [d for d in docs if (d["apiVersion"], d["kind"]) in SERVED]
+
+
+def parse_args(args: tuple[str, ...] | list[str]) -> argparse.Namespace:
+    """The arguments as the `phalanx` CLI parses them."""
+    parser = argparse.ArgumentParser(prog="phalanx", exit_on_error=False)
+    importlib.import_module(command_module(args[0])).register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(list(args))
+
+
+def snapshot(server: ApiServer) -> list[Request]:
+    with server.lock:
+        return list(server.requests)
+
+
+def wait_until_exercised(server: ApiServer, command: str, deadline: float) -> None:
+    """Until every call site `phalanx <command>` can reach was sent at least once (or the deadline)."""
+    while time.monotonic() < deadline and unexercised(command, snapshot(server)):
+        time.sleep(0.05)
+
+
+# scheduler
+
+
+def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
+    from phalanx.commands.scheduler import load_config
+    from scheduler.cluster.kube.cluster import api_client_from
+    from scheduler.cluster.kube.process import SchedulerProcess
+
+    args = parse_args(component.args)
+    config_path = workdir / "config.yaml"
+    config_path.write_text(dict(component.files)[args.config])
+    config = load_config(str(config_path))
+    fast = fast_config(leader_elect=config.leader_election.leader_elect)
+    election = fast.leader_election.model_copy(
+        update={
+            "resource_name": config.leader_election.resource_name,
+            "resource_namespace": config.leader_election.resource_namespace,
+        }
+    )
+    config = config.model_copy(
+        update={
+            "backoff_seconds": fast.backoff_seconds,
+            "max_backoff_seconds": fast.max_backoff_seconds,
+            "leader_election": election,
+            "min_runtime": MinRuntimeDefaults(),
+        }
+    )
+
+    def pod(name: str) -> Any:
+        return make_pod(name).scheduler(config.scheduler_name)
+
+    server.create(make_priority_class("low", 100).json())
+    server.create(make_priority_class("high", 10000).json())
+    for i in range(2):
+        server.create(make_node(f"n{i}").cap(cpu="4", memory="8Gi").json())
+        for j in range(2):
+            server.create(pod(f"low-{i}-{j}").req(cpu="2").priority_class("low").on(f"n{i}").grace(5).json())
+    server.create(make_node("n2").cap(cpu="2", memory="8Gi").json())
+    server.create(make_podgroup("train").gang(2).priority_class("high").priority(10000).json())
+    for i in range(2):
+        server.create(pod(f"hi-{i}").req(cpu="4").group("train").priority_class("high").gate(config.gate_name).json())
+    server.create(make_podgroup("solo").gang(1).json())
+    server.create(pod("g0").req(cpu="1").group("solo").gate(config.gate_name).json())
+    server.create(pod("big").req(cpu="64").json())
+    server.fail("PATCH", "/api/v1/namespaces/default/pods/g0", 422)
+    server.fail("PATCH", f"/apis/{API_VERSION}/namespaces/default/podgroups/solo/status", 409)
+
+    process = SchedulerProcess(
+        api_client_from(server.kubeconfig(workdir / "kubeconfig")),
+        config,
+        lease_namespace=component.namespace,  # $POD_NAMESPACE, the command's default
+        idle_seconds=1.0,
+        watch_timeout_seconds=30,
+        request_timeout_seconds=1.0,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=process.run, args=(stop,), name="traced-scheduler", daemon=True)
+    thread.start()
+    try:
+        wait_until_exercised(server, component.command, time.monotonic() + DEADLINE_SECONDS)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+# webhook
+
+
+def _webhook(component: Component, server: ApiServer, workdir: Path) -> None:
+    from phalanx.commands.webhook import _start_certificate_controller
+    from webhook.lookups import KubeLookups, api_client_from
+
+    args = parse_args([*component.args, f"--kubeconfig={server.kubeconfig(workdir / 'kubeconfig')}"])
+    args.tls_cert_file, args.tls_private_key_file = str(workdir / "certs/tls.crt"), str(workdir / "certs/tls.key")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in component.env:
+            patch.setenv(name, value)
+        controller = _start_certificate_controller(args)
+    lookups = KubeLookups(api_client_from(args.kubeconfig)).start()
+    try:
+        assert lookups.wait_synced(10), "the webhook's caches did not sync"
+        # A miss on every lookup is read from the API.
+        lookups.priority_class("absent")
+        lookups.queue("absent")
+        for api_version in (API_VERSION, NATIVE_API_VERSION):
+            lookups.workload(api_version, "default", "absent")
+            lookups.pod_group(api_version, "default", "absent")
+        if controller is not None:
+            settings = controller.settings
+            secret = server.get("secrets", settings.secret_name, settings.namespace)
+            assert secret is not None, "the certificate controller made no Secret"
+            server.apply({**secret, "data": {}})  # emptied by hand: the next sync replaces it
+            controller.sync()
+
+        def watching() -> bool:
+            watches = {r.path for r in snapshot(server) if r.query.get("watch") in ("1", "true")}
+            return len(watches) >= len(lookups.informers)
+
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while time.monotonic() < deadline and not watching():
+            time.sleep(0.05)
+    finally:
+        lookups.stop(timeout=0.0)  # threads blocked on a watch end when the server stops
+        if controller is not None:
+            controller.stop()
+
+
+# certs (the pre-delete hook)
+
+
+def _certs(component: Component, server: ApiServer, workdir: Path) -> None:
+    kubeconfig = server.kubeconfig(workdir / "kubeconfig")
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = main([*component.args, f"--kubeconfig={kubeconfig}", f"--out-dir={workdir / 'out'}"])
+    assert status == 0, f"phalanx {' '.join(component.args)} exited {status}"
+
+
+SCENARIOS: dict[str, Callable[[Component, ApiServer, Path], None]] = {
+    "scheduler": _scheduler,
+    "webhook": _webhook,
+    "certs": _certs,
+}
+
+
+class Traces:
+    """The requests each component sends, recorded once per (component, seeded objects)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self._recorded: dict[tuple[Component, str], list[Request]] = {}
+
+    def requests(self, component: Component, cluster: list[Doc]) -> list[Request]:
+        key = (component, json.dumps(cluster, sort_keys=True))
+        if key not in self._recorded:
+            self._recorded[key] = self._record(component, cluster)
+        return self._recorded[key]
+
+    def _record(self, component: Component, cluster: list[Doc]) -> list[Request]:
+        scenario = SCENARIOS.get(component.command)
+        if scenario is None:
+            raise AssertionError(f"{component}: no scenario drives `phalanx {component.command}`; add one to SCENARIOS")
+        workdir = self.workdir / f"trace-{len(self._recorded)}"
+        workdir.mkdir()
+        server = ApiServer(bookmark_interval=0.5).start()
+        try:
+            for obj in cluster:
+                server.create(obj)
+            scenario(component, server, workdir)
+            return snapshot(server)
+        finally:
+            server.stop()
