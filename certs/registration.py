@@ -2,7 +2,9 @@
 
 Run by the chart's pre-delete hook, before Helm deletes the webhook Deployment: a webhook configuration
 whose Service has no endpoints makes every matching request fail (failurePolicy Fail) or wait for the
-timeout. The self-managed certificate Secret goes too, since Helm never owned it.
+timeout. The self-managed certificate Secret goes too, since Helm never owned it; a Secret owned by
+Helm or by cert-manager is left to its owner (deleting one that cert-manager still manages would only
+make it issue a new one, orphaned once the Certificate is gone).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ def remove_registration(
     mutating_webhook_configuration: str,
     validating_webhook_configuration: str,
 ) -> list[str]:
-    """Delete both configurations and the certificate Secret; return what existed. Idempotent."""
+    """Delete both configurations and the certificate Secret (none when `secret_name` is empty).
+
+    Returns what existed. Idempotent.
+    """
     admission = client.AdmissionregistrationV1Api(api_client)
     core = client.CoreV1Api(api_client)
     targets: list[tuple[str, Callable[[], object]]] = [
@@ -36,8 +41,11 @@ def remove_registration(
             f"validatingwebhookconfiguration/{validating_webhook_configuration}",
             lambda: admission.delete_validating_webhook_configuration(validating_webhook_configuration),
         ),
-        (f"secret/{namespace}/{secret_name}", lambda: core.delete_namespaced_secret(secret_name, namespace)),
     ]
+    if secret_name:
+        targets.append(
+            (f"secret/{namespace}/{secret_name}", lambda: core.delete_namespaced_secret(secret_name, namespace))
+        )
     removed = []
     for ref, delete in targets:
         try:

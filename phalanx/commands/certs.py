@@ -43,7 +43,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="delete the webhook configurations and the certificate Secret instead of writing files",
     )
-    uninstall.add_argument("--secret", default="phalanx-webhook-tls", help="certificate Secret in --namespace")
+    uninstall.add_argument(
+        "--secret",
+        default="phalanx-webhook-tls",
+        help="self-managed certificate Secret in --namespace to delete; empty to keep it (Helm or cert-manager own it)",
+    )
     uninstall.add_argument("--mutating-webhook-configuration", default="phalanx-mutating")
     uninstall.add_argument("--validating-webhook-configuration", default="phalanx-validating")
     uninstall.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
