@@ -5,17 +5,25 @@
 API server runs in a child process, so it does not share the scheduler's GIL. The loop thread runs
 under cProfile, which shows where a pass spends its time (API writes vs. snapshot vs. placement).
 
+CPU seconds over the timed window are printed too (the scheduler process and each of its thread
+pools, the API server), as the machine is shared. The scheduler's threads share one GIL: with the default wall-clock
+profile, the time the loop waits for the GIL is charged to whatever it was running, mostly numpy calls
+that release it (placement's `_rows`, scores, `any`, `argmax`). `--timer cpu` profiles the loop
+thread's own CPU time instead (slower: one system call per profiled call).
+
 Run: `PYTHONPATH=. .venv/bin/python bench/kube_events_to_bindings.py [--nodes 1000] [--pods 10000]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import io
 import logging
 import multiprocessing
 import pstats
+import re
 import tempfile
 import threading
 import time
@@ -34,7 +42,7 @@ GATE = "scheduling.phalanx.dev/gang"
 
 
 def serve(conn: Connection, nodes: int, pods: int, kubeconfig: str) -> None:
-    """Child process: the API server; creates the pods when told, reports request counts at the end."""
+    """Child process: the API server; creates the pods when told, reports its CPU seconds since then when asked."""
     server = ApiServer(history_limit=1_000_000, bookmark_interval=5.0)
     server.record_requests = False
     server.start()
@@ -43,6 +51,7 @@ def serve(conn: Connection, nodes: int, pods: int, kubeconfig: str) -> None:
     server.kubeconfig(kubeconfig)
     conn.send("ready")
     conn.recv()
+    cpu = time.process_time()
     gangs = pods // 10 // GANG
     for g in range(gangs):
         server.create(make_podgroup(f"gang-{g}").gang(GANG).json())
@@ -52,7 +61,23 @@ def serve(conn: Connection, nodes: int, pods: int, kubeconfig: str) -> None:
         server.create(make_pod(f"pod-{i:05d}").req(cpu="1", memory="1Gi").json())
     conn.send("created")
     conn.recv()
+    conn.send(time.process_time() - cpu)
+    conn.recv()
     server.stop()
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each live thread of this process by ident, with its name (pool suffix dropped)."""
+    found: dict[int, tuple[str, float]] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # ended meanwhile
+            continue
+        found[thread.ident] = (re.sub(r"_\d+$", "", thread.name), seconds)
+    return found
 
 
 def main() -> None:
@@ -61,6 +86,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--top", type=int, default=18, help="profile lines to print")
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
+    parser.add_argument("--timer", choices=("wall", "cpu"), default="wall", help="profile the loop's wall or CPU time")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     kubeconfig = str(Path(tempfile.mkdtemp()) / "kubeconfig")
@@ -72,34 +98,43 @@ def main() -> None:
 
     process = SchedulerProcess(api_client_from(kubeconfig), SchedulerConfiguration(), identity="bench")
     stop = threading.Event()
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.thread_time) if args.timer == "cpu" else cProfile.Profile()
 
     def run() -> None:
         profile.enable()
         process.run(stop)
         profile.disable()
 
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=run, daemon=True, name="loop")
     thread.start()
     while not all(i.synced.is_set() for i in process.cluster.informers):
         time.sleep(0.05)
 
-    started = time.perf_counter()
+    started, cpu, threads = time.perf_counter(), time.process_time(), thread_cpu()
     parent.send("create")
     created_at: float | None = None
     seen_all_at: float | None = None
+    unbound: set[str] | None = None  # once all are seen, only these are looked at: polling shares the GIL too
     while True:
         if created_at is None and parent.poll():
             parent.recv()
             created_at = time.perf_counter()
         pods = process.cluster.pods.items()
-        if seen_all_at is None and len(pods) >= args.pods:
-            seen_all_at = time.perf_counter()
-        bound = sum(1 for p in pods.values() if p.spec.node_name)
-        if bound >= args.pods:
-            break
+        if unbound is None and len(pods) >= args.pods:
+            seen_all_at, unbound = time.perf_counter(), set(pods)
+        if unbound is not None:
+            unbound = {key for key in unbound if not pods[key].spec.node_name}
+            if not unbound:
+                break
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
+    cpu, before, threads = time.process_time() - cpu, threads, collections.Counter()
+    for ident, (name, seconds) in thread_cpu().items():
+        threads[name] += seconds - before.get(ident, (name, 0.0))[1]
+    if created_at is None:
+        parent.recv()
+    parent.send("cpu")
+    server_cpu = parent.recv()
     stop.set()
     thread.join(timeout=30)
     parent.send("done")
@@ -122,6 +157,13 @@ def main() -> None:
     print(f"all pods seen by the scheduler's watch after {(seen_all_at or started) - started:.2f} s")
     print(f"all pods bound (seen via watch) after {elapsed:.2f} s: {args.pods / elapsed:.0f} pods/s")
     print(f"passes={passes:.0f} time in passes={pass_seconds:.2f} s bindings={binds:.0f} gate removals={gates:.0f}")
+    per_pod = 1000 * cpu / args.pods
+    print(
+        f"CPU until all bound: scheduler process {cpu:.2f} s ({per_pod:.2f} ms per pod), API server {server_cpu:.2f} s"
+    )
+    print(
+        "  by thread:", ", ".join(f"{name} {seconds:.2f}" for name, seconds in threads.most_common() if seconds >= 0.01)
+    )
     out = io.StringIO()
     stats = pstats.Stats(profile, stream=out).sort_stats(args.sort)
     stats.print_stats(args.top)

@@ -73,6 +73,10 @@ def api_client_from(kubeconfig: str | Path | None) -> client.ApiClient:
             config_file=str(kubeconfig), client_configuration=configuration
         )
     configuration.connection_pool_maxsize = 32
+    # The loaders' token-refresh hook sets `host` again before every request, and while the proxy
+    # comes from the environment each of those re-reads every environment variable (~65 us of a
+    # Binding's ~1 ms of CPU). Pinning the proxy the environment gives for this host keeps it as is.
+    configuration.proxy = configuration.proxy
     return client.ApiClient(configuration)
 
 
@@ -144,6 +148,9 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
+        self._copies: dict[tuple[str, str], tuple[Pod, str, Pod]] = {}
+        self._shown_versions: dict[str, int] = {}
+        self._shown_nodes: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
         self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
@@ -215,8 +222,32 @@ class KubeCluster:
                 return False
         return True
 
-    def _changed(self, kind: str) -> None:
+    def _changed(self, kind: str, old: Any, new: Any) -> None:
+        if kind == "pods" and old is not None and new is not None and self._echo(old, new):
+            return
         self.changed.set()
+
+    def _echo(self, old: Pod, new: Pod) -> bool:
+        """The event only repeats what the last `objects()` already showed: no pass needs to run for it.
+
+        Either it brings the very version one of our writes returned, or it is our Binding of a pod
+        the view already showed on that node (the server adds only `PodScheduled=True`). A pass for
+        such echoes rebuilds the snapshot to find nothing to do; a burst of Bindings woke hundreds of
+        them, which kept the binder threads waiting for the GIL (BENCHMARKS.md, Kubernetes back end).
+        """
+        key = _key(new)
+        with self._lock:
+            version = self._shown_versions.get(key)
+            node = self._shown_nodes.get(key)
+        if version is not None and version == _version(new):
+            return True
+        return (
+            node is not None
+            and not old.spec.node_name
+            and new.spec.node_name == node
+            and new.metadata.labels == old.metadata.labels
+            and new.metadata.annotations == old.metadata.annotations
+        )
 
     # reads
 
@@ -227,19 +258,22 @@ class KubeCluster:
         pods = self.pods.items()
         groups = self.pod_groups.items()
         with self._lock:
-            self._overlay(pods, self._pod_overlay)
+            self._shown_versions = self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
+            used: set[tuple[str, str]] = set()
             for key, (gate, _) in self._ungating.items():
                 pod = pods.get(key)
                 if pod is not None and any(g.name == gate for g in pod.spec.scheduling_gates):
-                    gates = [g for g in pod.spec.scheduling_gates if g.name != gate]
-                    pods[key] = pod.model_copy(update={"spec": pod.spec.model_copy(update={"scheduling_gates": gates})})
+                    pods[key] = self._copy(key, "gate", gate, pod, used)
             for key, node in list(self._assumed.items()):
                 pod = pods.get(key)
                 if pod is None or pod.spec.node_name:
                     del self._assumed[key]
                     continue
-                pods[key] = pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": node})})
+                pods[key] = self._copy(key, "node", node, pod, used)
+            for made in [m for m in self._copies if m not in used]:
+                del self._copies[made]
+            self._shown_nodes = dict(self._assumed)
         return ClusterObjects(
             nodes=self.nodes.items(),
             pods=pods,
@@ -251,14 +285,39 @@ class KubeCluster:
         )
 
     @staticmethod
-    def _overlay(cached: dict[str, Any], overlay: dict[str, Any]) -> None:
-        """Our write results replace cached objects until the watch catches up (or the object is gone)."""
+    def _overlay(cached: dict[str, Any], overlay: dict[str, Any]) -> dict[str, int]:
+        """Our write results replace cached objects until the watch catches up (or the object is gone).
+
+        Returns the version shown for each object replaced.
+        """
+        shown: dict[str, int] = {}
         for key, written in list(overlay.items()):
             seen = cached.get(key)
             if seen is None or _version(seen) >= _version(written):
                 del overlay[key]
             else:
                 cached[key] = written
+                shown[key] = _version(written)
+        return shown
+
+    def _copy(self, key: str, field: str, value: str, pod: Pod, used: set[tuple[str, str]]) -> Pod:
+        """`pod` without our gate (`field` "gate") or on the node we bound it to ("node"), under the lock.
+
+        One copy per cached object, kept while it is needed: a fresh copy in every `objects()` call
+        made every assumed pod a new object to the snapshot's PodInfo cache (parsed again each pass)
+        and fed the garbage collector tens of thousands of objects per pass.
+        """
+        used.add((key, field))
+        made = self._copies.get((key, field))
+        if made is not None and made[0] is pod and made[1] == value:
+            return made[2]
+        if field == "gate":
+            update: dict[str, Any] = {"scheduling_gates": [g for g in pod.spec.scheduling_gates if g.name != value]}
+        else:
+            update = {"node_name": value}
+        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update=update)})
+        self._copies[(key, field)] = (pod, value, copy)
+        return copy
 
     def _current_pod(self, pod: Pod) -> Pod:
         key = _key(pod)

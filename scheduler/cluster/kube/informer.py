@@ -5,7 +5,9 @@ resourceVersion; WATCH from it applies events and moves the resourceVersion forw
 too, so a quiet watch restarts near the head instead of replaying history); an ERROR 410 Expired
 event (or an HTTP 410) means the history is gone and we relist; any other failure retries the watch after a jittered
 backoff. Raw JSON is parsed straight into our models (`_preload_content=False`), skipping the
-client's generated models: at 10,000 pods their deserialisation dominated.
+client's generated models: at 10,000 pods their deserialisation dominated. Each applied event calls
+`on_change(kind, old, new)` with the cached object before and after it (None when absent; both None
+after a relist), so the owner can tell an echo of its own write from a change it must act on.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class Informer(Generic[M]):
         kind: str,
         list_call: ListCall,
         model: type[M],
-        on_change: Callable[[str], None],
+        on_change: Callable[[str, M | None, M | None], None],
         watch_timeout_seconds: int = 300,
         request_timeout_seconds: float = 30.0,
         on_relist: Callable[[str], None] | None = None,
@@ -115,7 +117,7 @@ class Informer(Generic[M]):
             self._on_relist(self.kind)
         log.info("listed", kind=self.kind, count=len(items), resource_version=self.resource_version)
         self.synced.set()
-        self._on_change(self.kind)
+        self._on_change(self.kind, None, None)
 
     def _watch(self) -> None:
         try:
@@ -159,9 +161,8 @@ class Informer(Generic[M]):
         key = object_key(raw)
         parsed = None if kind == "DELETED" else self._model.model_validate(raw)
         with self._lock:
-            if parsed is None:
-                self._items.pop(key, None)
-            else:
+            old = self._items.pop(key, None) if parsed is None else self._items.get(key)
+            if parsed is not None:
                 self._items[key] = parsed
             self.resource_version = version
-        self._on_change(self.kind)
+        self._on_change(self.kind, old, parsed)

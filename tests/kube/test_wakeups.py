@@ -1,0 +1,70 @@
+"""Which watch events wake the scheduling loop: not the echo of a Binding a view already showed.
+
+A pass after such an echo would rebuild the snapshot and find nothing to do; during a burst of
+Bindings those passes kept the loop busy and starved the binder threads (BENCHMARKS.md, Kubernetes
+back end). Every other change still wakes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.api.pod import Pod
+from scheduler.cluster.kube import KubeCluster, api_client_from
+from tests.apiserver import ApiServer
+from tests.builders import make_node, make_pod
+from tests.kube.replica import wait_for
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
+    apiserver.create(make_node("plain").cap(cpu="8", memory="8Gi").json())
+    apiserver.create(make_node("zoned").cap(cpu="8", memory="8Gi").label(ZONE, "z1").json())
+    kube = KubeCluster(api_client_from(kubeconfig), identity="wakeups", request_timeout_seconds=1.0)
+    kube.start()
+    assert kube.wait_synced(10)
+    yield kube
+    kube.stop()
+
+
+def cached_node(cluster: KubeCluster, key: str) -> str | None:
+    pod = cluster.pods.get(key)
+    return pod.spec.node_name if pod is not None else None
+
+
+@pytest.mark.parametrize(
+    ("node", "view_first", "want_wake"),
+    [
+        pytest.param("plain", True, False, id="our Binding, already shown by a view, does not wake the loop"),
+        pytest.param("plain", False, True, id="our Binding before any view showed it wakes the loop"),
+        pytest.param("zoned", True, True, id="a Binding that also copied the node's zone label wakes the loop"),
+    ],
+)
+def test_binding_echo(apiserver: ApiServer, cluster: KubeCluster, node: str, view_first: bool, want_wake: bool) -> None:
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: "default/p" in cluster.objects().pods)
+    raw = apiserver.get("pods", "p", "default")
+    assert raw is not None
+    held = apiserver.fail("POST", "/api/v1/namespaces/default/pods/p/binding", 503, times=10_000)
+    cluster.bind(Pod.model_validate(raw), node)
+    if view_first:
+        assert cluster.objects().pods["default/p"].spec.node_name == node, "the view shows the assumed binding"
+    cluster.changed.clear()
+    held.remaining = 0
+    wait_for(lambda: cached_node(cluster, "default/p") == node)
+    if want_wake:
+        wait_for(cluster.changed.is_set)
+        return
+    time.sleep(0.2)
+    assert not cluster.changed.is_set()
+    labelled = apiserver.get("pods", "p", "default")
+    assert labelled is not None
+    labelled["metadata"].setdefault("labels", {})["app"] = "web"
+    apiserver.apply(labelled)
+    wait_for(cluster.changed.is_set)
