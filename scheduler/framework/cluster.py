@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod import Pod
@@ -32,6 +32,19 @@ class ClusterObjects:
     queues: dict[str, Queue] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+
+
+def object_key(obj: ApiModel) -> str:
+    """The object's key in `ClusterObjects` (and in Events): `namespace/name`, or `name` for cluster-scoped kinds.
+
+    Pods and PodGroups written without a namespace (scenario files) are in `default`, as on a cluster.
+    """
+    if isinstance(obj, Pod | PodGroup):
+        return obj.key
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        return ""
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 class Cluster(Protocol):

@@ -25,10 +25,10 @@ from typing import Protocol
 import structlog
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
-from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects
+from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects, object_key
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
@@ -394,20 +394,12 @@ WarningKey = tuple[str, str, str, str, str, str]
 """kind, `namespace/name`, uid, reason, note, version: what makes a configuration finding the same one."""
 
 
-def object_key(obj: ApiModel) -> tuple[str, str, str]:
-    """kind, `namespace/name` (`name` for cluster-scoped kinds) and uid of an API object."""
-    meta = getattr(obj, "metadata", None)
-    name = getattr(meta, "name", "") or ""
-    namespace = getattr(meta, "namespace", None)
-    if isinstance(obj, Pod | PodGroup):
-        namespace = namespace or "default"
-    key = f"{namespace}/{name}" if namespace else name
-    return str(getattr(obj, "kind", "")), key, getattr(meta, "uid", None) or ""
-
-
 def warning_key(warning: ConfigurationWarning) -> WarningKey:
-    kind, name, uid = object_key(warning.regarding) if warning.regarding is not None else ("", "", "")
-    return kind, name, uid, warning.reason, warning.note, warning.version or ""
+    obj = warning.regarding
+    if obj is None:
+        return "", "", "", warning.reason, warning.note, warning.version or ""
+    uid = getattr(getattr(obj, "metadata", None), "uid", None) or ""
+    return str(getattr(obj, "kind", "")), object_key(obj), uid, warning.reason, warning.note, warning.version or ""
 
 
 def fingerprint(snapshot: Snapshot, placed: set[str] | Sequence[str] = ()) -> int:

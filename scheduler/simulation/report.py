@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.api.quantity import format_units
-from scheduler.framework.runner import DEFAULT_SCHEDULER, object_key
+from scheduler.framework.cluster import object_key
+from scheduler.framework.runner import DEFAULT_SCHEDULER
 from scheduler.framework.snapshot_builder import build_snapshot
 from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import Simulation
@@ -105,8 +106,7 @@ def warnings(run: Simulation) -> list[list[str]]:
             if warning.regarding is None:
                 subject = "SchedulerConfiguration"
             else:
-                kind, name, _ = object_key(warning.regarding)
-                subject = f"{kind} {name}"
+                subject = f"{getattr(warning.regarding, 'kind', '')} {object_key(warning.regarding)}"
             rows.append([rfc3339(report_pass.time), subject, warning.reason, warning.note])
     return rows
 

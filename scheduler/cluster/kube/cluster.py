@@ -47,7 +47,7 @@ from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
 from scheduler.cluster.kube.informer import Informer
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -96,11 +96,6 @@ def _version(obj: ApiModel | None) -> int:
         return int(getattr(meta, "resource_version", None) or 0)
     except ValueError:
         return 0
-
-
-def _key(obj: ApiModel) -> str:
-    meta = obj.metadata  # type: ignore[attr-defined]
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
 
 
 def _merge_condition(existing: list[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
@@ -235,7 +230,7 @@ class KubeCluster:
         such echoes rebuilds the snapshot to find nothing to do; a burst of Bindings woke hundreds of
         them, which kept the binder threads waiting for the GIL (BENCHMARKS.md, Kubernetes back end).
         """
-        key = _key(new)
+        key = object_key(new)
         with self._lock:
             version = self._shown_versions.get(key)
             node = self._shown_nodes.get(key)
@@ -320,7 +315,7 @@ class KubeCluster:
         return copy
 
     def _current_pod(self, pod: Pod) -> Pod:
-        key = _key(pod)
+        key = object_key(pod)
         with self._lock:
             written = self._pod_overlay.get(key)
         cached = self.pods.get(key)
@@ -359,7 +354,7 @@ class KubeCluster:
     def _remember_pod(self, data: Any) -> Pod:
         pod = Pod.model_validate(data)
         with self._lock:
-            self._pod_overlay[_key(pod)] = pod
+            self._pod_overlay[object_key(pod)] = pod
         return pod
 
     def bind(self, pod: Pod, node_name: str) -> None:
@@ -370,7 +365,7 @@ class KubeCluster:
         """
         if not self.may_write():
             raise NotLeader("bind")
-        key = _key(pod)
+        key = object_key(pod)
         with self._lock:
             if key in self._assumed:
                 return
@@ -379,7 +374,7 @@ class KubeCluster:
 
     def _send_binding(self, pod: Pod, node_name: str) -> None:
         meta = pod.metadata
-        key = _key(pod)
+        key = object_key(pod)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -440,13 +435,13 @@ class KubeCluster:
         current = self._current_pod(pod)
         if not any(g.name == gate for g in current.spec.scheduling_gates):
             return
-        key = _key(pod)
+        key = object_key(pod)
         with self._lock:
             if key not in self._ungating:
                 self._ungating[key] = (gate, self._gater.submit(self._send_gate_removal, current, gate))
 
     def _send_gate_removal(self, pod: Pod, gate: str) -> bool:
-        key = _key(pod)
+        key = object_key(pod)
         try:
             self._remove_gate_now(pod, gate)
             return True
@@ -492,7 +487,7 @@ class KubeCluster:
                 continue
             self._remember_pod(response)
             return
-        raise RuntimeError(f"scheduling gate {gate} of {_key(pod)}: kept changing under us")
+        raise RuntimeError(f"scheduling gate {gate} of {object_key(pod)}: kept changing under us")
 
     def _patch_pod(self, pod: Pod, body: Any, content_type: str, status: bool) -> Any:
         call = self.core.patch_namespaced_pod_status if status else self.core.patch_namespaced_pod
@@ -538,7 +533,7 @@ class KubeCluster:
         try:
             self._write_pod_condition(pod, condition)
         except Exception as exc:
-            log.warning("pod condition not written", pod=_key(pod), type=condition.type, error=type(exc).__name__)
+            log.warning("pod condition not written", pod=object_key(pod), type=condition.type, error=type(exc).__name__)
 
     def _write_pod_condition(self, pod: Pod, condition: Condition) -> None:
         current = self._current_pod(pod)
@@ -560,7 +555,7 @@ class KubeCluster:
             self.record_event(current, "Warning", "FailedScheduling", condition.message or "")
 
     def _current_group(self, group: PodGroup) -> PodGroup:
-        key = _key(group)
+        key = object_key(group)
         with self._lock:
             written = self._group_overlay.get(key)
         candidates = [g for g in (written, self.pod_groups.get(key), group) if g is not None]
@@ -569,7 +564,7 @@ class KubeCluster:
     def _remember_group(self, data: Any) -> None:
         group = PodGroup.model_validate(data)
         with self._lock:
-            self._group_overlay[_key(group)] = group
+            self._group_overlay[object_key(group)] = group
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
         """Queued for the writer thread: one thread, so writes to a group keep their order."""
@@ -584,7 +579,7 @@ class KubeCluster:
         try:
             write(group, *args)
         except Exception as exc:
-            log.warning("podgroup write failed", group=_key(group), operation=operation, error=type(exc).__name__)
+            log.warning("podgroup write failed", group=object_key(group), operation=operation, error=type(exc).__name__)
 
     def _write_group_condition(self, group: PodGroup, condition: Condition) -> None:
         """A merge patch of the whole list (custom resources have no strategic merge), guarded by resourceVersion."""
@@ -687,7 +682,7 @@ class KubeCluster:
             )
         except ApiException as exc:
             if exc.status in (404, 409):
-                log.info("victim already gone", pod=_key(pod), status=exc.status)
+                log.info("victim already gone", pod=object_key(pod), status=exc.status)
                 return
             raise
         if response.get("kind") == "Pod" and response.get("metadata", {}).get("deletionTimestamp"):
@@ -725,7 +720,7 @@ class KubeCluster:
             self._events.put_nowait(body)
         except queue.Full:
             self._count("event", "dropped")
-            log.warning("event dropped", regarding=_key(regarding), reason=reason)
+            log.warning("event dropped", regarding=object_key(regarding), reason=reason)
 
     def _send_events(self) -> None:
         while (body := self._events.get()) is not None and not self._stop.is_set():

@@ -21,7 +21,7 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import AlreadyBound, ClusterObjects
+from scheduler.framework.cluster import AlreadyBound, ClusterObjects, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -57,13 +57,6 @@ class BindingRecord:
     pod: str
     node: str
     time: datetime
-
-
-def _key(obj: ApiModel) -> str:
-    meta = getattr(obj, "metadata", None)
-    if not isinstance(meta, ObjectMeta):
-        return ""
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 class MemoryCluster:
@@ -256,19 +249,12 @@ class MemoryCluster:
         self.events.append(
             RecordedEvent(
                 time=self._now,
-                regarding=_key_of(regarding),
+                regarding=object_key(regarding),
                 regarding_kind=str(getattr(regarding, "kind", "")),
                 event_type=event_type,
                 reason=reason,
                 note=note,
-                related=_key_of(related) if related is not None else None,
+                related=object_key(related) if related is not None else None,
                 related_kind=str(getattr(related, "kind", "")) if related is not None else None,
             )
         )
-
-
-def _key_of(obj: ApiModel) -> str:
-    """`namespace/name` for namespaced objects (default namespace filled in), `name` otherwise."""
-    if isinstance(obj, Pod | PodGroup):
-        return obj.key
-    return _key(obj)
