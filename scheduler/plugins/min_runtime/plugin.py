@@ -11,13 +11,12 @@ SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports
 
 from __future__ import annotations
 
-from scheduler.api.pod import QUEUE_LABEL
 from scheduler.framework.interfaces import ConfigurationWarning
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
 from scheduler.plugins.min_runtime.elastic import is_elastic
-from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error
+from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error, unit_queue
 
 NAME = "MinRuntime"
 INVALID_MIN_RUNTIME = "InvalidMinRuntime"
@@ -77,10 +76,7 @@ class MinRuntime:
             if info.node_name is None:
                 continue
             group = groups.get(info.group_key) if info.group_key else None
-            if group is not None and group.spec.queue_name:
-                queue_name: str | None = group.spec.queue_name
-            else:
-                queue_name = info.pod.metadata.labels.get(QUEUE_LABEL)
+            queue_name = unit_queue(group, (info,))
             if not queue_name or queue_name in queues:
                 continue
             key = group.key if group is not None else info.key
