@@ -68,7 +68,7 @@ def _graft(target: Any, path: tuple[Any, ...], value: Any) -> Any:
     if not path:
         return value
     head, rest = path[0], path[1:]
-    if isinstance(target, dict):
+    if isinstance(target, dict) and isinstance(head, str):  # a list index on a grafted dict: JSON keys are strings
         return {**target, head: _graft(target.get(head), rest, value)}
     if isinstance(target, list) and isinstance(head, int) and head < len(target):
         return [*target[:head], _graft(target[head], rest, value), *target[head + 1 :]]
