@@ -6,17 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from tests.apiserver import ApiServer
 from tests.kube.replica import CliReplica, Replica
-
-
-@pytest.fixture(autouse=True)
-def quiet_logs() -> Iterator[None]:
-    """Keep structlog's default printer off pytest's captured stdout between tests."""
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture

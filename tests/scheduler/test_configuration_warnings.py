@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from phalanx.cli import main
 from scheduler.api.config import SchedulerConfiguration
@@ -40,11 +39,7 @@ XK8S = "preemption-toleration.scheduling.x-k8s.io/"
 
 
 def simulate(capsys: pytest.CaptureFixture[str], path: Path, output: str) -> tuple[int, str, str]:
-    """Run the CLI; then undo its process-wide structlog setup, which points at this test's captured stderr."""
-    try:
-        code = main(["simulate", str(path), "--now", NOW, "--until", "30m", "-o", output])
-    finally:
-        structlog.reset_defaults()
+    code = main(["simulate", str(path), "--now", NOW, "--until", "30m", "-o", output])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -146,10 +145,7 @@ def test_nothing_is_preempted_while_protected(
     preemptors = [Incoming(f"p{i}", p.cpu, p.klass, p.queue) for i, p in enumerate(preemptors)]
     scenario: Path = tmp_path_factory.mktemp("protection") / "cluster.yaml"
     scenario.write_text(yaml_documents(manifests(victims, preemptors, seconds)))
-    try:
-        assert main(["simulate", str(scenario), "--now", NOW.isoformat(), "--until", "30m", "-o", "json"]) == 0
-    finally:
-        structlog.reset_defaults()
+    assert main(["simulate", str(scenario), "--now", NOW.isoformat(), "--until", "30m", "-o", "json"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     by_victim = {f"default/{v.name}": v for v in victims}
     by_preemptor = {f"default/{p.name}": p for p in preemptors}

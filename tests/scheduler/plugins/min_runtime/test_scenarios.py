@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import yaml
 
 from phalanx.cli import main
@@ -22,11 +21,7 @@ TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io/"
 
 
 def simulate(capsys: pytest.CaptureFixture[str], path: Path, until: str) -> dict[str, Any]:
-    """Run the CLI; then undo its process-wide structlog setup, which points at this test's captured stderr."""
-    try:
-        assert main(["simulate", str(path), "--now", NOW, "--until", until, "-o", "json"]) == 0
-    finally:
-        structlog.reset_defaults()
+    assert main(["simulate", str(path), "--now", NOW, "--until", until, "-o", "json"]) == 0
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
     return report
 
