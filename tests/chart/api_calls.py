@@ -37,12 +37,14 @@ class Route:
     template: str
 
     def matches(self, request: Request) -> bool:
-        pattern = "".join("[^/]+" if part.startswith("{") else re.escape(part) for part in _split(self.template))
-        return request.method == self.method and re.fullmatch(pattern, request.path) is not None
+        return request.method == self.method and _pattern(self.template).fullmatch(request.path) is not None
 
 
-def _split(template: str) -> list[str]:
-    return [part for part in re.split(r"(\{[^}]+\})", template) if part]
+@functools.cache
+def _pattern(template: str) -> re.Pattern[str]:
+    """The template as a regex: each `{parameter}` matches one path segment."""
+    parts = [part for part in re.split(r"(\{[^}]+\})", template) if part]
+    return re.compile("".join("[^/]+" if part.startswith("{") else re.escape(part) for part in parts))
 
 
 def _identifiers() -> set[str]:
@@ -192,5 +194,5 @@ def call_sites_of(command: str) -> list[CallSite]:
     return [site for site in call_sites() if site.module in modules]
 
 
-def unexercised(command: str, requests: list[Request]) -> list[CallSite]:
-    return [site for site in call_sites_of(command) if not site.exercised_by(requests)]
+def unexercised(sites: list[CallSite], requests: list[Request]) -> list[CallSite]:
+    return [site for site in sites if not site.exercised_by(requests)]

@@ -25,6 +25,7 @@ import contextlib
 import importlib
 import io
 import json
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
 from tests.apiserver.resources import RESOURCE_TYPES
 from tests.apiserver.server import ApiServer, Request
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.chart.api_calls import command_module, unexercised
+from tests.chart.api_calls import CallSite, call_sites_of, command_module, unexercised
 from tests.kube.replica import fast_config
 
 Doc = dict[str, Any]
@@ -129,9 +130,9 @@ def snapshot(server: ApiServer) -> list[Request]:
         return list(server.requests)
 
 
-def wait_until_exercised(server: ApiServer, command: str, deadline: float) -> None:
-    """Until every call site `phalanx <command>` can reach was sent at least once (or the deadline)."""
-    while time.monotonic() < deadline and unexercised(command, snapshot(server)):
+def wait_until_exercised(server: ApiServer, sites: list[CallSite], deadline: float) -> None:
+    """Until every one of `sites` was sent at least once (or the deadline)."""
+    while time.monotonic() < deadline and unexercised(sites, snapshot(server)):
         time.sleep(0.05)
 
 
@@ -190,11 +191,14 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
         watch_timeout_seconds=30,
         request_timeout_seconds=1.0,
     )
+    # Scan the code before the scheduler's threads start: CPython 3.11's `ast.parse` is not safe beside
+    # other threads ("SystemError: AST constructor recursion depth mismatch", python/cpython#106905).
+    sites = call_sites_of(component.command)
     stop = threading.Event()
     thread = threading.Thread(target=process.run, args=(stop,), name="traced-scheduler", daemon=True)
     thread.start()
     try:
-        wait_until_exercised(server, component.command, time.monotonic() + DEADLINE_SECONDS)
+        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS)
     finally:
         stop.set()
         thread.join(timeout=10)
@@ -276,8 +280,7 @@ class Traces:
         scenario = SCENARIOS.get(component.command)
         if scenario is None:
             raise AssertionError(f"{component}: no scenario drives `phalanx {component.command}`; add one to SCENARIOS")
-        workdir = self.workdir / f"trace-{len(self._recorded)}"
-        workdir.mkdir()
+        workdir = Path(tempfile.mkdtemp(prefix="trace-", dir=self.workdir))  # unique, also after a failed trace
         server = ApiServer(bookmark_interval=0.5).start()
         try:
             for obj in cluster:
