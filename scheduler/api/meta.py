@@ -6,11 +6,16 @@ Models accept the JSON the API server sends (camelCase keys) and keep fields the
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+
+def rfc3339(when: datetime) -> str:
+    """A timestamp as Kubernetes writes one (`metav1.Time`): UTC, whole seconds, `Z`."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ApiModel(BaseModel):

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import structlog
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.meta import Condition
+from scheduler.api.meta import Condition, rfc3339
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
 from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects, object_key
@@ -266,8 +266,7 @@ class Scheduler:
             self._bind(pod, row, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:
             # The group just started running: min-runtime counts from here (DESIGN.md, min-runtime).
-            stamp = snapshot.now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, stamp)
+            self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
         if unit.group is not None:
             self._group_condition(unit.group, bool(trial) or not failures, failures)
         if not failures:

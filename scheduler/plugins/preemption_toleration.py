@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from scheduler.api.meta import ObjectMeta
+from scheduler.api.meta import ObjectMeta, rfc3339
 from scheduler.api.preemption_toleration import (
     PREFIXES,
     PolicyError,
@@ -42,7 +42,7 @@ def format_instant(when: datetime, now: datetime) -> str:
     when = when.astimezone(UTC)
     if when.date() == now.astimezone(UTC).date():
         return when.strftime("%H:%M:%SZ")
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(when)
 
 
 @lru_cache(maxsize=512)

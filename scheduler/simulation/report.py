@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scheduler.api.meta import rfc3339
 from scheduler.api.quantity import format_units
 from scheduler.framework.cluster import object_key
 from scheduler.framework.runner import DEFAULT_SCHEDULER
@@ -18,10 +19,6 @@ from scheduler.simulation.driver import Simulation
 
 TEXT_ROWS = 200
 """Rows shown per table in text output; the JSON output always has everything."""
-
-
-def rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_report(run: Simulation) -> dict[str, Any]:
