@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -61,6 +61,7 @@ class RotationSettings:
     ca_days: int = 3650
     days: int = 365
     resync: dt.timedelta = dt.timedelta(minutes=1)
+    extra_sans: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # the files are swapped together through one `..data` link in their shared directory
@@ -79,6 +80,7 @@ class RotationSettings:
             ca_days=self.ca_days,
             days=self.days,
             grace=2 * self.resync,
+            extra_sans=self.extra_sans,
         )
 
     @property
@@ -93,7 +95,8 @@ def settings_from_env(environ: Mapping[str, str], *, cert_file: Path, key_file: 
     """Read the chart's `PHALANX_CERT_*` variables; None unless PHALANX_CERT_MODE is self-managed.
 
     Variables: MODE, NAMESPACE, SECRET, SERVICE, MUTATING_WEBHOOK_CONFIGURATION,
-    VALIDATING_WEBHOOK_CONFIGURATION, and optionally KEY_TYPE, CA_DAYS, DAYS, RESYNC_SECONDS.
+    VALIDATING_WEBHOOK_CONFIGURATION, and optionally KEY_TYPE, CA_DAYS, DAYS, RESYNC_SECONDS and EXTRA_SANS
+    (comma-separated IPs or host names the certificate must also carry).
     """
     if environ.get(f"{ENV_PREFIX}MODE") != "self-managed":
         return None
@@ -125,6 +128,7 @@ def settings_from_env(environ: Mapping[str, str], *, cert_file: Path, key_file: 
         ca_days=number("CA_DAYS", 3650),
         days=number("DAYS", 365),
         resync=dt.timedelta(seconds=number("RESYNC_SECONDS", 60)),
+        extra_sans=tuple(n.strip() for n in environ.get(f"{ENV_PREFIX}EXTRA_SANS", "").split(",") if n.strip()),
     )
 
 

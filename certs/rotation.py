@@ -41,6 +41,9 @@ class CertificatePolicy:
     ca_days: int = 3650
     days: int = 365
     grace: dt.timedelta = dt.timedelta(minutes=2)
+    extra_sans: tuple[str, ...] = ()
+    """More names the certificate must carry: IPs or hosts of a `url:` webhook clientConfig (a webhook run
+    outside the cluster, or behind a load balancer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,8 @@ def unusable_because(state: CertificateState, policy: CertificatePolicy, now: dt
         names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return "tls.crt has no subjectAltName"
-    missing = set(service_dns_names(policy.service, policy.namespace)) - set(names.get_values_for_type(x509.DNSName))
+    present = {*names.get_values_for_type(x509.DNSName), *map(str, names.get_values_for_type(x509.IPAddress))}
+    missing = {*service_dns_names(policy.service, policy.namespace), *policy.extra_sans} - present
     if missing:
         return f"tls.crt does not name {', '.join(sorted(missing))}"
     return None
@@ -160,14 +164,26 @@ def unusable_because(state: CertificateState, policy: CertificatePolicy, now: dt
 def _fresh(policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
     ca = generate_ca(key_type=policy.key_type, days=policy.ca_days, now=now)
     leaf = issue_serving_certificate(
-        ca, policy.service, policy.namespace, key_type=policy.key_type, days=policy.days, now=now
+        ca,
+        policy.service,
+        policy.namespace,
+        extra_sans=policy.extra_sans,
+        key_type=policy.key_type,
+        days=policy.days,
+        now=now,
     )
     return CertificateState(ca.cert_pem, ca.key_pem, leaf.cert_pem, leaf.key_pem, now, now)
 
 
 def _reissue(state: CertificateState, policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
     leaf = issue_serving_certificate(
-        state.current_ca, policy.service, policy.namespace, key_type=policy.key_type, days=policy.days, now=now
+        state.current_ca,
+        policy.service,
+        policy.namespace,
+        extra_sans=policy.extra_sans,
+        key_type=policy.key_type,
+        days=policy.days,
+        now=now,
     )
     return replace(state, cert_pem=leaf.cert_pem, key_pem=leaf.key_pem, cert_changed_at=now)
 

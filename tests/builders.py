@@ -18,7 +18,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import ApiModel
 from scheduler.api.node import Node
 from scheduler.api.pod import POD_GROUP_LABEL, QUEUE_LABEL, Pod
-from scheduler.api.pod_group import API_VERSION, PodGroup
+from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 
@@ -110,6 +110,11 @@ class PodWrapper(_Builder[Pod]):
 
     def group(self, name: str) -> Self:
         return self.label(POD_GROUP_LABEL, name)
+
+    def scheduling_group(self, pod_group: str) -> Self:
+        """Member of a native PodGroup through `spec.schedulingGroup` (no label)."""
+        self.raw["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
+        return self
 
     def queue(self, name: str) -> Self:
         return self.label(QUEUE_LABEL, name)
@@ -264,6 +269,11 @@ class PodGroupWrapper(_Builder[PodGroup]):
 
     def queue(self, name: str) -> Self:
         self.raw["spec"]["queueName"] = name
+        return self
+
+    def native(self) -> Self:
+        """The upstream `scheduling.k8s.io/v1alpha2` kind instead of ours."""
+        self.raw["apiVersion"] = NATIVE_API_VERSION
         return self
 
 

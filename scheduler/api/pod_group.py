@@ -81,3 +81,10 @@ class PodGroup(ApiModel):
     @property
     def disruption_mode(self) -> DisruptionMode:
         return self.spec.disruption_mode or "Pod"
+
+
+class NativePodGroup(PodGroup):
+    """The upstream kind as a watch reads it: items of a built-in kind's list carry no `apiVersion`, so where
+    the object was read from says which API it belongs to (and where its status is written)."""
+
+    api_version: str = NATIVE_API_VERSION

@@ -841,6 +841,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, status_body(404, "NotFound", "the server could not find the requested resource"))
             return
+        if not rest and method == "GET":
+            self._discovery(group, version)
+            return
         namespace = ""
         if (
             len(rest) >= 3
@@ -897,6 +900,20 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 raise ApiError(405, status_body(405, "MethodNotAllowed", f"{method} {sub} is not supported"))
         self._send(code, result)
+
+    def _discovery(self, group: str, version: str) -> None:
+        """`/api/v1`, `/apis/<group>/<version>`: the APIResourceList of what this server serves there."""
+        served = [r for r in RESOURCE_TYPES if (r.group, r.version) == (group, version)]
+        if not served:
+            self._send(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            return
+        resources = [
+            {"name": r.plural, "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "list", "watch"]}
+            for r in served
+        ]
+        group_version = f"{group}/{version}" if group else version
+        listing = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+        self._send(200, listing)
 
     def _list(self, rtype: ResourceType, namespace: str, query: dict[str, str]) -> None:
         api = self.api

@@ -44,6 +44,8 @@ def access_of(request: Request) -> Access:
         group, rest = parts[1], parts[3:]
     else:
         return Access(request.method.lower(), "", f"nonResourceURL {request.path}", "", "")
+    if not rest:  # discovery (/apis/<group>/<version>): every authenticated user may read it (system:discovery)
+        return Access(request.method.lower(), "", f"{DISCOVERY} {request.path}", "", "")
     namespace = ""
     if len(rest) >= 3 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
@@ -130,6 +132,8 @@ def grants_of(docs: list[Doc], namespace: str, service_account: str) -> list[Gra
 
 
 ITEM_ONLY = {"get", "update", "patch", "delete"}
+DISCOVERY = "discovery"
+"""Resource of an Access to a discovery document, which the default `system:discovery` role allows everyone."""
 
 
 def compare(grants: list[Grant], accesses: Iterable[Access], configured_names: set[str], namespace: str) -> list[str]:
@@ -139,7 +143,7 @@ def compare(grants: list[Grant], accesses: Iterable[Access], configured_names: s
     would do), or any name while every request it allows is for one name the chart configures (the
     Lease, the Secret, the webhook configurations: resourceNames would do).
     """
-    accesses = sorted(set(accesses))
+    accesses = sorted(a for a in set(accesses) if not a.resource.startswith(DISCOVERY))
     missing: dict[str, list[Access]] = {}
     for access in accesses:
         if not any(g.covers(access) for g in grants):

@@ -167,11 +167,10 @@ def test_webhook_configurations_follow_the_admission_contract(
             (resource,) = resources
             assert hook["failurePolicy"] == chart_values["webhook"]["failurePolicy"][policy_key[resource]]
             if resource == "pods":
-                assert hook["objectSelector"] == {
-                    "matchExpressions": [{"key": "scheduling.phalanx.dev/pod-group", "operator": "Exists"}]
-                }
+                (condition,) = hook["matchConditions"]
+                assert "'scheduling.phalanx.dev/pod-group' in object.metadata.labels" in condition["expression"]
             else:
-                assert "objectSelector" not in hook
+                assert "matchConditions" not in hook
 
 
 def test_default_failure_policies(rendered: dict[str | None, list[Doc]]) -> None:

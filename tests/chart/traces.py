@@ -130,9 +130,18 @@ def snapshot(server: ApiServer) -> list[Request]:
         return list(server.requests)
 
 
-def wait_until_exercised(server: ApiServer, sites: list[CallSite], deadline: float) -> None:
-    """Until every one of `sites` was sent at least once (or the deadline)."""
-    while time.monotonic() < deadline and unexercised(sites, snapshot(server)):
+def wait_until_exercised(server: ApiServer, sites: list[CallSite], deadline: float, *paths: str) -> None:
+    """Until every one of `sites` was sent at least once, and a request went to each of `paths` (or the deadline).
+
+    `paths` name what one call site reaches on several resources (a PodGroup of ours and a native one).
+    """
+
+    def pending() -> bool:
+        requests = snapshot(server)
+        sent = {r.path for r in requests}
+        return bool(unexercised(sites, requests)) or any(p not in sent for p in paths)
+
+    while time.monotonic() < deadline and pending():
         time.sleep(0.05)
 
 
@@ -180,8 +189,11 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     server.create(make_podgroup("solo").gang(1).json())
     server.create(pod("g0").req(cpu="1").group("solo").gate(config.gate_name).json())
     server.create(pod("big").req(cpu="64").json())
+    server.create(make_podgroup("native").native().gang(1).json())
+    server.create(pod("n0").req(cpu="1").scheduling_group("native").gate(config.gate_name).json())
     server.fail("PATCH", "/api/v1/namespaces/default/pods/g0", 422)
     server.fail("PATCH", f"/apis/{API_VERSION}/namespaces/default/podgroups/solo/status", 409)
+    server.fail("PATCH", f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native/status", 409)
 
     process = SchedulerProcess(
         api_client_from(server.kubeconfig(workdir / "kubeconfig")),
@@ -198,7 +210,8 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     thread = threading.Thread(target=process.run, args=(stop,), name="traced-scheduler", daemon=True)
     thread.start()
     try:
-        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS)
+        native = f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native"
+        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS, native, f"{native}/status")
     finally:
         stop.set()
         thread.join(timeout=10)

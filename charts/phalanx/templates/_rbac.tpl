@@ -6,7 +6,8 @@ Names are passed in (they depend on the release), never read from values.
 
 {{/*
 Informers list and watch; a direct read happens only for a pod whose gate removal lost a race and for a
-PodGroup whose status write conflicted. Events are only ever created.
+PodGroup whose status write conflicted. Events are only ever created. The native scheduling.k8s.io/v1alpha2
+PodGroups are watched when the cluster serves them; granting them on a cluster that does not is harmless.
 */}}
 {{- define "phalanx.scheduler.clusterRules" -}}
 - apiGroups: [""]
@@ -34,6 +35,12 @@ PodGroup whose status write conflicted. Events are only ever created.
   resources: [podgroups]
   verbs: [get, list, watch, patch]
 - apiGroups: [scheduling.phalanx.dev]
+  resources: [podgroups/status]
+  verbs: [patch]
+- apiGroups: [scheduling.k8s.io]
+  resources: [podgroups]
+  verbs: [get, list, watch, patch]
+- apiGroups: [scheduling.k8s.io]
   resources: [podgroups/status]
   verbs: [patch]
 - apiGroups: [events.k8s.io]

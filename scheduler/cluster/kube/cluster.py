@@ -41,7 +41,7 @@ from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod import Pod
-from scheduler.api.pod_group import GROUP, VERSION, PodGroup
+from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
@@ -112,6 +112,25 @@ def _merge_condition(existing: list[Condition], condition: Condition, now: datet
     return [c for c in existing if c.type != condition.type] + [updated]
 
 
+def _group_version(group: PodGroup) -> tuple[str, str]:
+    """Where a PodGroup is written: the native kind at its own API, ours (and scenario files') at our CRD."""
+    if group.api_version == NATIVE_API_VERSION:
+        api_group, version = NATIVE_API_VERSION.split("/")
+        return api_group, version
+    return GROUP, VERSION
+
+
+def serves(api: client.ApiClient, api_version: str, resource: str) -> bool:
+    """Whether the server offers `resource` at `api_version` (discovery, which every authenticated user may read)."""
+    group, version = api_version.split("/")
+    try:
+        custom: Any = client.CustomObjectsApi(api)
+        body = read_json(custom.get_api_resources(group, version, _preload_content=False, _request_timeout=10))
+    except (ApiException, ValueError):
+        return False
+    return isinstance(body, dict) and any(r.get("name") == resource for r in body.get("resources", []))
+
+
 def _condition_json(condition: Condition) -> dict[str, Any]:
     return condition.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -180,14 +199,24 @@ class KubeCluster:
         self.pod_groups: Informer[PodGroup] = informer("podgroups", custom_list("podgroups"), PodGroup)
         self.workloads: Informer[Workload] = informer("workloads", custom_list("workloads"), Workload)
         self.queues: Informer[Queue] = informer("queues", custom_list("queues"), Queue)
-        self.informers: tuple[Informer[Any], ...] = (
-            self.pods,
-            self.nodes,
-            self.priority_classes,
-            self.pdbs,
-            self.pod_groups,
-            self.workloads,
-            self.queues,
+        self.native_pod_groups: Informer[PodGroup] | None = None
+        if serves(api, NATIVE_API_VERSION, "podgroups"):
+            group, version = NATIVE_API_VERSION.split("/")
+            native_list = lambda **kw: self.custom.list_cluster_custom_object(group, version, "podgroups", **kw)  # noqa: E731
+            self.native_pod_groups = informer("native-podgroups", native_list, NativePodGroup)
+        self.informers: tuple[Informer[Any], ...] = tuple(
+            i
+            for i in (
+                self.pods,
+                self.nodes,
+                self.priority_classes,
+                self.pdbs,
+                self.pod_groups,
+                self.native_pod_groups,
+                self.workloads,
+                self.queues,
+            )
+            if i is not None
         )
 
     # lifecycle
@@ -249,9 +278,15 @@ class KubeCluster:
     def now(self) -> datetime:
         return datetime.now(UTC)
 
+    def _pod_groups(self) -> dict[str, PodGroup]:
+        """Ours and the native kind in one map; ours wins a name both use (our label names it explicitly)."""
+        if self.native_pod_groups is None:
+            return self.pod_groups.items()
+        return {**self.native_pod_groups.items(), **self.pod_groups.items()}
+
     def objects(self) -> ClusterObjects:
         pods = self.pods.items()
-        groups = self.pod_groups.items()
+        groups = self._pod_groups()
         with self._lock:
             self._shown_versions = self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
@@ -558,7 +593,8 @@ class KubeCluster:
         key = object_key(group)
         with self._lock:
             written = self._group_overlay.get(key)
-        candidates = [g for g in (written, self.pod_groups.get(key), group) if g is not None]
+        cached = self._pod_groups().get(key) if self.native_pod_groups is not None else self.pod_groups.get(key)
+        candidates = [g for g in (written, cached, group) if g is not None]
         return max(candidates, key=_version)
 
     def _remember_group(self, data: Any) -> None:
@@ -584,6 +620,7 @@ class KubeCluster:
     def _write_group_condition(self, group: PodGroup, condition: Condition) -> None:
         """A merge patch of the whole list (custom resources have no strategic merge), guarded by resourceVersion."""
         current = self._current_group(group)
+        api_group, version = _group_version(current)
         for _ in range(3):
             conditions = _merge_condition(current.status.conditions, condition, self.now())
             if conditions is None:
@@ -597,8 +634,8 @@ class KubeCluster:
                 response = self._call(
                     "set_group_condition",
                     lambda body=body, meta=meta: self.custom.patch_namespaced_custom_object_status(  # type: ignore[misc]
-                        GROUP,
-                        VERSION,
+                        api_group,
+                        version,
                         meta.namespace or "default",
                         "podgroups",
                         meta.name,
@@ -620,8 +657,7 @@ class KubeCluster:
 
     def _read_group(self, group: PodGroup) -> PodGroup:
         response = self.custom.get_namespaced_custom_object(
-            GROUP,
-            VERSION,
+            *_group_version(group),
             group.metadata.namespace or "default",
             "podgroups",
             group.metadata.name,
@@ -647,8 +683,7 @@ class KubeCluster:
             response = self._call(
                 "annotate_group",
                 lambda: self.custom.patch_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
+                    *_group_version(current),
                     meta.namespace or "default",
                     "podgroups",
                     meta.name,

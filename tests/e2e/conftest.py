@@ -1,0 +1,76 @@
+"""The end-to-end suite's fixtures: one real control plane per session, Phalanx installed on it, a pool per test.
+
+The suite runs whenever `../shared/kube` is beside the checkout (always in CI) and is skipped, with one
+line saying how to enable it, when it is not (the envtest convention). All its tests go to one xdist
+worker (`--dist loadgroup`), so a run starts one control plane, not one per worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.chart.conftest import Helm, _extract_helm
+from tests.e2e.control_plane import ControlPlane, available
+from tests.e2e.objects import Pool
+from tests.e2e.stack import Stack
+
+HERE = Path(__file__).parent
+SKIP_REASON = (
+    "real control plane not found: put the shared folder (with kube/up.sh) beside the checkout, "
+    "as ../shared, to run tests/e2e"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    if not available():
+        pytest.skip(SKIP_REASON)
+    plane = ControlPlane(tmp_path_factory.mktemp("kube")).start()
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def e2e_helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(_extract_helm(tmp_path_factory.mktemp("e2e-helm")))
+
+
+@pytest.fixture(scope="session")
+def stack(control_plane: ControlPlane, e2e_helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The chart installed, the webhook serving and a scheduler leading, all as the unprivileged `user`."""
+    installed = Stack(control_plane, e2e_helm, tmp_path_factory.mktemp("phalanx"))
+    installed.install()
+    installed.start_webhook()
+    installed.start_scheduler()
+    yield installed
+    installed.stop()
+
+
+@pytest.fixture
+def phalanx(stack: Stack) -> Stack:
+    """The stack with a scheduler running (a test that killed or replaced it leaves the next one a fresh one)."""
+    if stack.scheduler is None or not stack.scheduler.running:
+        stack.start_scheduler()
+    return stack
+
+
+@pytest.fixture
+def pool(phalanx: Stack, request: pytest.FixtureRequest) -> Iterator[Pool]:
+    """This test's namespace and (empty) node pool; everything it made is removed afterwards."""
+    name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:36].rstrip("-")
+    digest = hashlib.blake2b(request.node.nodeid.encode(), digest_size=3).hexdigest()
+    made = Pool(phalanx.api, f"e2e-{name}-{digest}")
+    phalanx.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": made.namespace}})
+    yield made
+    made.teardown()

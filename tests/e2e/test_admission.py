@@ -1,0 +1,137 @@
+"""The webhook's rules through real admission: what kube-apiserver stores, what it refuses, and the message."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.objects import GATE, NATIVE, PHALANX, Pool
+from tests.e2e.stack import Stack
+
+GROUPS = "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{ns}/podgroups"
+
+
+def group_path(pool: Pool, name: str, api_version: str = PHALANX) -> str:
+    return f"/apis/{api_version}/namespaces/{pool.namespace}/podgroups/{name}"
+
+
+def test_member_pod_gets_gate_and_scheduler_name(pool: Pool) -> None:
+    pool.create(pool.pod_group("g", {"gang": {"minCount": 2}}))
+    pod = pool.pod("p", group="g", scheduler_name=None)
+    (created,) = pool.create(pod)
+    assert created["spec"]["schedulerName"] == "phalanx-scheduler"
+    assert [g["name"] for g in created["spec"]["schedulingGates"]] == [GATE]
+
+    lone = pool.pod("lone", scheduler_name=None)
+    (plain,) = pool.create(lone)
+    assert plain["spec"]["schedulerName"] == "default-scheduler", "pods outside pod groups are left alone"
+    assert "schedulingGates" not in plain["spec"]
+
+
+def test_pod_group_priority_defaults_from_the_global_default_class(pool: Pool) -> None:
+    default = pool.priority_class("default", 4242, globalDefault=True)
+    (made,) = pool.create(pool.pod_group("g", {"gang": {"minCount": 1}}))
+    assert made["spec"]["priorityClassName"] == default
+    assert made["spec"]["priority"] == 4242
+    assert made["spec"]["disruptionMode"] == "Pod"
+
+
+def test_pod_group_spec_is_immutable_but_status_is_not(pool: Pool) -> None:
+    pool.create(pool.pod_group("g", {"gang": {"minCount": 2}}))
+    path = group_path(pool, "g")
+    reply = pool.api.patch(path, {"spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    assert reply.status in (400, 403, 422), reply.body
+    assert "spec" in reply.message and "immutable" in reply.message, reply.message
+    status = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodGroupScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "m",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+    }
+    assert pool.api.patch(path + "/status", status).status == 200
+
+
+def test_invalid_pod_group_is_denied_naming_the_field(pool: Pool) -> None:
+    bad = pool.pod_group("bad", {"gang": {"minCount": 2}, "basic": {}})
+    reply = pool.api.request("POST", GROUPS.format(ns=pool.namespace), bad)
+    assert reply.status in (400, 403, 422), reply.body
+    assert "spec.schedulingPolicy" in reply.message, reply.message
+
+
+def test_gates_only_go_and_membership_never_changes(pool: Pool) -> None:
+    pool.create(pool.pod_group("g", {"gang": {"minCount": 2}}))
+    pool.create(pool.pod("p", group="g"))
+    path = f"/api/v1/namespaces/{pool.namespace}/pods/p"
+    relabel = pool.api.patch(path, {"metadata": {"labels": {"scheduling.phalanx.dev/pod-group": "other"}}})
+    assert relabel.status in (400, 403, 422) and "pod-group" in relabel.message, relabel.message
+    add_gate = pool.api.patch(
+        path,
+        [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "example.com/new"}}],
+        "application/json-patch+json",
+    )
+    assert add_gate.status == 422 and "schedulingGates" in add_gate.message, add_gate.message
+    remove = pool.api.patch(
+        path, [{"op": "replace", "path": "/spec/schedulingGates", "value": []}], "application/json-patch+json"
+    )
+    assert remove.status == 200, remove.message
+
+
+def test_apply_burst_is_never_falsely_denied(phalanx: Stack, pool: Pool, tmp_path: Path) -> None:
+    """kubectl apply of a new class, a parent and child Queue and a PodGroup using them, in one go."""
+    parent, child, cls = f"{pool.name}-org", f"{pool.name}-team", f"{pool.name}-burst"
+    docs: list[Json] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": cls}, "value": 777},
+        {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": parent}, "spec": {"reclaimMinRuntime": "1m"}},
+        {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": child}, "spec": {"parentQueue": parent}},
+        {
+            "apiVersion": PHALANX,
+            "kind": "PodGroup",
+            "metadata": {"name": "burst", "namespace": pool.namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "priorityClassName": cls, "queueName": child},
+        },
+    ]
+    manifest = tmp_path / "burst.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    for doc in docs[:3]:
+        pool._cluster_objects.append(doc)
+    kubectl = Path(phalanx.plane.env["KUBE_BIN"]) / "kubectl"
+    done = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(phalanx.plane.admin_kubeconfig), "apply", "-f", str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    made = pool.api.get(group_path(pool, "burst"))
+    assert made is not None and made["spec"]["priority"] == 777
+
+
+def test_native_pod_group_and_scheduling_group_pods(pool: Pool) -> None:
+    """scheduling.k8s.io/v1alpha2 PodGroup, members by `spec.schedulingGroup` only: gated, then bound as a gang."""
+    pool.add_nodes(1, cpu="4")
+    high = pool.priority_class("high", 500)
+    group = pool.pod_group("native", {"gang": {"minCount": 2}}, priority_class=high, api_version=NATIVE)
+    (made,) = pool.create(group)
+    assert made["spec"]["priority"] == 500
+    members = ["n0", "n1"]
+    created = pool.create(*(pool.pod(m, cpu="2", native_group="native", scheduler_name=None) for m in members))
+    for pod in created:
+        assert pod["spec"]["schedulerName"] == "phalanx-scheduler"
+        assert GATE in [g["name"] for g in pod["spec"].get("schedulingGates", [])]
+    pool.wait_bound(members)
+
+    def scheduled() -> bool:
+        conditions = (pool.api.get(group_path(pool, "native", NATIVE)) or {}).get("status", {}).get("conditions", [])
+        return any(c["type"] == "PodGroupScheduled" and c["status"] == "True" for c in conditions)
+
+    wait_for(scheduled, what="PodGroupScheduled=True on the native PodGroup")
