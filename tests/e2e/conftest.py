@@ -26,10 +26,15 @@ SKIP_REASON = (
 )
 
 
+LAST = "test_rbac.py"
+"""Reads the audit log of everything the suite did, so it runs after every other e2e test."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.xdist_group("e2e"))
+    items.sort(key=lambda item: Path(str(item.fspath)).name == LAST)
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +75,7 @@ def pool(phalanx: Stack, request: pytest.FixtureRequest) -> Iterator[Pool]:
     """This test's namespace and (empty) node pool; everything it made is removed afterwards."""
     name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:36].rstrip("-")
     digest = hashlib.blake2b(request.node.nodeid.encode(), digest_size=3).hexdigest()
-    made = Pool(phalanx.api, f"e2e-{name}-{digest}")
+    made = Pool(phalanx.plane, f"e2e-{name}-{digest}")
     phalanx.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": made.namespace}})
     yield made
     made.teardown()

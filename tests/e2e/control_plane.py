@@ -45,6 +45,8 @@ def available() -> bool:
 class Response:
     status: int
     body: Json
+    warnings: tuple[str, ...] = ()
+    """Admission warnings (the `Warning:` headers kubectl prints)."""
 
     @property
     def message(self) -> str:
@@ -68,7 +70,9 @@ class Api:
             headers["Content-Type"] = content_type
         reply = self._pool.request(method, self.url + path, body=data, headers=headers)
         text = reply.data.decode()
-        return Response(reply.status, json.loads(text) if text.strip().startswith("{") else {"message": text})
+        body = json.loads(text) if text.strip().startswith("{") else {"message": text}
+        warnings = tuple(w.split(" ", 2)[-1].strip('"') for w in reply.headers.getlist("Warning"))
+        return Response(reply.status, body, warnings)
 
     def get(self, path: str) -> Json | None:
         reply = self.request("GET", path)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.e2e.control_plane import Api, Json, collection_path, object_path, wait_for
+from tests.e2e.control_plane import Api, ControlPlane, Json, collection_path, object_path, wait_for
 
 POOL_KEY = "e2e.phalanx.dev/pool"
 GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
@@ -49,10 +49,15 @@ def node(name: str, pool: str, cpu: str = "4", memory: str = "16Gi") -> Json:
 class Pool:
     """A namespace and nodes of one test; objects it creates are removed at teardown."""
 
-    api: Api
+    plane: ControlPlane
     name: str
     nodes: list[str] = field(default_factory=list)
+    api: Api = field(init=False)
+    """Requests as the admin, for the test's own set-up and checks."""
     _cluster_objects: list[Json] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.api = self.plane.api()
 
     @property
     def namespace(self) -> str:
@@ -77,6 +82,10 @@ class Pool:
         path = f"{collection_path(probe)}?dryRun=All"
         wait_for(lambda: self.api.request("POST", path, probe).status != 403, what=f"admission to see {name}")
         return name
+
+    def api_as(self, user: str) -> Api:
+        """The same server as another identity (`user`: the one our components run as)."""
+        return self.plane.api(user)
 
     def cluster_object(self, doc: Json) -> Json:
         """Create a cluster-scoped object (Queue, policy) that is removed with the pool."""

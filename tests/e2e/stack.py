@@ -26,6 +26,8 @@ from tests.e2e.control_plane import ROOT, ControlPlane, Json, object_path, wait_
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 LOOPBACK = "127.0.0.1"
+CERT_RESYNC_SECONDS = 5
+"""The chart's minimum: each webhook replica re-reads its certificate Secret this often."""
 
 
 def free_port() -> int:
@@ -47,6 +49,8 @@ def render(helm: Helm) -> list[Json]:
         f"certificates.extraSANs={{{LOOPBACK}}}",
         "--set",
         "webhook.nativeWorkloadAPI=true",
+        "--set",
+        f"certificates.resyncSeconds={CERT_RESYNC_SECONDS}",
     )
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -236,5 +240,5 @@ class Stack:
 
 
 def _established(crd: Json | None) -> bool:
-    conditions = (crd or {}).get("status", {}).get("conditions", [])
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)

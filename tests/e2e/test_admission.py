@@ -135,3 +135,37 @@ def test_native_pod_group_and_scheduling_group_pods(pool: Pool) -> None:
         return any(c["type"] == "PodGroupScheduled" and c["status"] == "True" for c in conditions)
 
     wait_for(scheduled, what="PodGroupScheduled=True on the native PodGroup")
+
+
+def test_references_to_missing_objects(pool: Pool) -> None:
+    """What admission looks up and does not find: denied when the object cannot be right, else a warning.
+
+    Each look-up misses the webhook's caches and reads the API directly, under the webhook's RBAC.
+    """
+    missing_class = pool.pod_group("c", {"gang": {"minCount": 1}}, priority_class=f"{pool.name}-nope")
+    reply = pool.api.request("POST", GROUPS.format(ns=pool.namespace), missing_class)
+    assert reply.status in (400, 403, 422), reply.body
+    assert "spec.priorityClassName" in reply.message and "no PriorityClass" in reply.message, reply.message
+
+    # Ours: a warning (controllers create the two in either order). Native: kube-apiserver itself refuses it.
+    for api_version, want_status in ((PHALANX, 201), (NATIVE, 403)):
+        templated = pool.pod_group(f"t-{api_version.split('.')[0]}", {"gang": {"minCount": 1}}, api_version=api_version)
+        templated["spec"]["podGroupTemplateRef"] = {"workload": {"workloadName": "w", "podGroupTemplateName": "t"}}
+        reply = pool.api.request("POST", f"/apis/{api_version}/namespaces/{pool.namespace}/podgroups", templated)
+        assert reply.status == want_status, reply.message
+        assert any("workloadName" in w and "not found" in w for w in reply.warnings), reply.warnings
+
+    orphan = pool.api.request("POST", f"/api/v1/namespaces/{pool.namespace}/pods", pool.pod("orphan", group="none"))
+    assert orphan.status == 201, orphan.message
+    native_orphan = pool.pod("native-orphan", native_group="none", scheduler_name=None)
+    reply = pool.api.request("POST", f"/api/v1/namespaces/{pool.namespace}/pods", native_orphan)
+    assert reply.status == 201, reply.message
+    assert [g["name"] for g in reply.body["spec"]["schedulingGates"]] == [GATE]
+
+    child = {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": f"{pool.name}-child"}}
+    child["spec"] = {"parentQueue": f"{pool.name}-absent"}
+    reply = pool.api.request("POST", "/apis/scheduling.phalanx.dev/v1alpha1/queues", child)
+    if reply.status == 201:
+        pool._cluster_objects.append(child)
+    assert reply.status in (201, 400, 403, 422), reply.body
+    assert "spec.parentQueue" in reply.message or any("parentQueue" in w for w in reply.warnings), reply

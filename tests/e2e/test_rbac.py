@@ -1,0 +1,87 @@
+"""Least privilege, proven against the real authorizer.
+
+The scheduler and the webhook (with its certificate controller) run as the unprivileged `user`, bound
+to exactly the Roles and ClusterRoles the chart renders, and the API server's audit log records every
+request that identity makes. The whole suite must meet no 403, and every grant must have authorized at
+least one request: take any grant away and that request is refused, which the first assertion catches.
+Some paths are reached only by other tests (a look-up that misses the webhook's cache, a certificate
+repaired, a write refused and retried), so this test runs last and reads the whole session's log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.chart.conftest import NAMESPACE
+from tests.chart.rbac import Access, Grant, grants_of
+from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.objects import Pool
+from tests.e2e.stack import Stack
+
+
+def access_of(event: Json) -> Access:
+    ref = event.get("objectRef", {})
+    resource = "/".join(filter(None, (ref.get("resource"), ref.get("subresource"))))
+    return Access(event["verb"], ref.get("apiGroup", ""), resource, ref.get("namespace", ""), ref.get("name", ""))
+
+
+def service_accounts(stack: Stack) -> list[str]:
+    """The ServiceAccounts of the two Deployments the suite runs (the uninstall hook's Job is not run here)."""
+    return [d["spec"]["template"]["spec"]["serviceAccountName"] for d in stack.of_kind("Deployment")]
+
+
+def full_run(pool: Pool) -> None:
+    """Gates lifted, a gang bound, preemption of a PDB-covered pod with a grace period, Events and conditions."""
+    nodes = pool.add_nodes(2, cpu="4")
+    low = pool.priority_class("low", 10)
+    high = pool.priority_class("high", 100)
+    for i, node in enumerate(nodes):
+        pool.create(pool.pod(f"busy-{i}", cpu="4", priority_class=low, node=node, grace=30, labels={"app": "busy"}))
+    pool.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "busy", "namespace": pool.namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "busy"}}},
+        }
+    )
+    pool.create(pool.pod_group("train", {"gang": {"minCount": 2}}, priority_class=high, disruption_mode="PodGroup"))
+    pool.create(*(pool.pod(f"w{i}", cpu="4", group="train", priority_class=high) for i in range(2)))
+    wait_for(lambda: len(pool.terminating()) == 2, what="both busy pods preempted")
+    pool.finish_terminating()
+    pool.wait_bound(["w0", "w1"])
+    wait_for(lambda: pool.events("Scheduled"), what="Scheduled events")
+
+
+def test_every_grant_is_used_and_nothing_is_forbidden(
+    phalanx: Stack, pool: Pool, request: pytest.FixtureRequest
+) -> None:
+    here = Path(__file__).parent
+    collected = {
+        Path(str(item.fspath)).name for item in request.session.items if here in Path(str(item.fspath)).parents
+    }
+    if collected != {p.name for p in here.glob("test_*.py")}:
+        pytest.skip("reads the audit log of the whole e2e suite: run all of tests/e2e")
+    full_run(pool)
+    plane = phalanx.plane
+    assert plane.refused(403) == []
+    # Any answer but 401/403 was authorized: a look-up that finds nothing (404) needed its grant as much.
+    authorized = [e for e in plane.audit_events() if e.get("responseStatus", {}).get("code") not in (401, 403)]
+    allowed = [access_of(e) for e in authorized]
+    grants: list[Grant] = []
+    for account in service_accounts(phalanx):
+        grants += grants_of(phalanx.docs, NAMESPACE, account)
+    unused = sorted({str(g) for g in grants if not any(g.covers(a) for a in allowed)})
+    assert unused == [], "grants no request of the run needed:\n" + "\n".join(unused)
+
+
+def test_no_credential_reaches_a_log(phalanx: Stack) -> None:
+    """Invariant 8 over everything the suite made our processes do, failures and retries included."""
+    tokens = {phalanx.plane.env["KUBE_ADMIN_TOKEN"], phalanx.plane.user_token}
+    logs = sorted(phalanx.work.glob("*.log"))
+    assert logs, "the scheduler and webhook write their logs here"
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert not [t for t in tokens if t in text], f"{log.name} holds a bearer token"
