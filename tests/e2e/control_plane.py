@@ -35,6 +35,7 @@ rules:
 """
 
 Json = dict[str, Any]
+DECISION = "authorization.k8s.io/decision"
 
 
 def available() -> bool:
@@ -214,6 +215,11 @@ class ControlPlane:
             for line in lines:
                 if line.strip():
                     yield json.loads(line)
+
+    def authorized(self, decision: str) -> list[Json]:
+        """Audit events of `user` the RBAC authorizer decided so: `allow` or `forbid` (admission refusals are not
+        authorization: a write into a namespace being deleted is a 403 too, and was allowed by RBAC)."""
+        return [e for e in self.audit_events() if e.get("annotations", {}).get(DECISION) == decision]
 
     def refused(self, code: int, namespace: str | None = None) -> list[str]:
         """`verb resource/subresource namespace/name: message` of each request of `user` answered with `code`."""
