@@ -23,11 +23,13 @@ from scheduler.api.manifest import ManifestError
 from scheduler.framework.runner import PassReport
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
-from scheduler.simulation.report import build_report, explanations, render_text, warnings
+from scheduler.simulation.report import build_report, decisions, render_text, warnings
 from scheduler.simulation.scenario import load_scenario
 
 LARGE_INPUT = 2_000
 """Inputs with at least this many objects show progress on stderr."""
+ADMISSION_WARNINGS = 10
+"""Admission warnings printed without -v: a dump of hand-written pods repeats the same one per pod."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +45,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--all-pending", action="store_true", help="place every pending pod, whatever its schedulerName"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log scheduling decisions to stderr")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="text report: every victim, spared candidate, binding, pending pod and node; logs on stderr",
+    )
     parser.set_defaults(func=run)
 
 
@@ -79,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
     # The scenario lives until exit: keep the collector from re-scanning it on every allocation burst.
     gc.collect()
     gc.freeze()
-    for warning in scenario.warnings:
+    shown = scenario.warnings if args.verbose else scenario.warnings[:ADMISSION_WARNINGS]
+    for warning in shown:
         print(f"Warning: {warning}", file=sys.stderr)
+    if len(shown) < len(scenario.warnings):
+        print(f"Warning: {len(scenario.warnings) - len(shown)} more admission warnings (-v shows all)", file=sys.stderr)
     large = len(scenario.objects.pods) + len(scenario.objects.nodes) >= LARGE_INPUT
     status: Status | None = stderr.status("scheduling") if large else None
 
@@ -107,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render_text(report, sys.stdout, now, result.cluster.now(), explanations(result, report), warnings(result))
+        decided = decisions(result, report["pending"])
+        render_text(report, sys.stdout, now, result.cluster.now(), decided, warnings(result), args.verbose)
     return 0
 
 

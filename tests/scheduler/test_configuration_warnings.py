@@ -109,7 +109,7 @@ def test_unparsable_toleration_warns_once_and_protects_nothing(
 
     code, out, err = simulate(capsys, path, "json")
     report = json.loads(out)
-    assert set(report) == {"bindings", "preemptions", "pending", "nodes"}
+    assert set(report) == {"bindings", "preemptions", "pending", "nodes", "decisions"}
     assert {p["victim"]: p["time"] for p in report["preemptions"]} == {"physics/sim": NOW}
     assert [b["pod"] for b in report["bindings"]] == ["batch/etl"]
     assert err.count("InvalidPreemptionToleration") == 1
@@ -226,7 +226,7 @@ def test_bad_min_runtime_is_zero_and_reported_once(
     assert err.count("InvalidMinRuntime") == len(want_rows)
     _, out, _ = simulate(capsys, path, "json")
     report = json.loads(out)
-    assert set(report) == {"bindings", "preemptions", "pending", "nodes"}
+    assert set(report) == {"bindings", "preemptions", "pending", "nodes", "decisions"}
     assert {p["victim"]: p["time"] for p in report["preemptions"]} == {"physics/sim": want_preempted_at}
 
 

@@ -52,7 +52,7 @@ def test_victims_marked_evented_and_deleted_with_grace(tmp_path: Path) -> None:
     assert ("default/old-0", "Preempted", "default/train", "PodGroup") in events
     (preempting,) = [e for e in cluster.events if e.reason == "Preempting"]
     assert preempting.regarding == "default/train"
-    assert "victim default/old (priority 10) on n1, n2" in preempting.note
+    assert "victims: 1 unit (default/old), 2 pods on 2 nodes" in preempting.note
     group = cluster.objects().pod_groups["default/old"]
     assert any(c.type == "DisruptionTarget" and c.reason == "PreemptionByScheduler" for c in group.status.conditions)
     assert pods["default/train-0"].status.nominated_node_name in {"n1", "n2"}

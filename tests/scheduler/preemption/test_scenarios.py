@@ -234,6 +234,24 @@ CASES = [
         ),
         id="delayed preemption: a gang that cannot be fully placed deletes nothing",
     ),
+    *(
+        pytest.param(
+            Case(
+                [
+                    make_priority_class("lowest", 5).json(),
+                    *nodes(2),
+                    running("p10", "n1", "2"),
+                    running("p5", "n2", "4", "lowest"),
+                    policy.priority_class("high").json(),
+                    *(make_pod(f"six-{i}").req(cpu="1").group("six").json() for i in range(6)),
+                ],
+                {"default/p5"},
+                {f"default/six-{i}": "" for i in range(6)},
+            ),
+            id=f"{name} group of six takes only the priority-5 pod: 2 + 4 CPU are enough (issue 11, defect 3)",
+        )
+        for name, policy in (("basic", make_podgroup("six").basic()), ("gang", make_podgroup("six").gang(6)))
+    ),
 ]
 
 
@@ -307,8 +325,8 @@ def test_retry_clears_a_nomination_that_no_longer_fits(capsys: pytest.CaptureFix
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str) -> str:
-    argv = ["simulate", str(EXAMPLES / name), "--now", "2026-11-22T12:00:00Z", "-o", output]
+def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str, *extra: str) -> str:
+    argv = ["simulate", str(EXAMPLES / name), "--now", "2026-11-22T12:00:00Z", "-o", output, *extra]
     assert main(argv) == 0
     return capsys.readouterr().out
 
@@ -316,9 +334,14 @@ def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str) -> s
 def test_text_output_explains_each_decision(capsys: pytest.CaptureFixture[str]) -> None:
     text = run_example(capsys, "preemption-pdb.yaml", "text")
     assert "preemptor ops/urgent (priority 1000): preempting 1 unit(s)" in text
-    assert "victim batch/report (priority 10) on node-b" in text
-    assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in text
+    assert "victims: 1 unit (batch/report), 1 pod on 1 node; pods by priority: 10 (1); by namespace: batch (1)" in text
+    assert "binary-search bound: priority 10" in text
+    assert "spared 1 candidate: PodDisruptionBudget (1)" in text
     assert "preemptor ops/huge (priority 1000): no node fits the pod even after preempting" in text
+    assert "victim batch/report" not in text, "per-victim lines need -v"
+    verbose = run_example(capsys, "preemption-pdb.yaml", "text", "-v")
+    assert "victim batch/report (priority 10) on node-b" in verbose
+    assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in verbose
 
 
 def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.CaptureFixture[str]) -> None:
@@ -326,6 +349,8 @@ def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.Captur
     assert {p["victim"] for p in report["preemptions"]} == {"batch/batch-1", "batch/batch-2"}
     assert {b["pod"] for b in report["bindings"]} == {"ml/train-0", "ml/train-1", "ml/train-2"}
     text = run_example(capsys, "preemption-gang-over-pods.yaml", "text")
+    assert "spared 3 candidates: AboveBinarySearchBound (2), Reprieved (1)" in text
+    text = run_example(capsys, "preemption-gang-over-pods.yaml", "text", "-v")
     assert "spared batch/notebook (priority 10) by WorkloadPreemption: Reprieved" in text
     assert "spared dev/dev-1 (priority 100) by WorkloadPreemption: AboveBinarySearchBound" in text
 
@@ -350,4 +375,7 @@ def test_a_protected_victim_is_replaced_by_the_next_cheapest(
     report = simulate(capsys, tmp_path, objects, "-o", "json")
     assert {p["victim"] for p in report["preemptions"]} == {"default/busy"}
     text = simulate(capsys, tmp_path, objects, "-o", "text")
+    assert "spared 1 candidate: Protected (1)" in text
+    assert "protected by PreemptionToleration: default/calm tolerates preemption by priority 1000" in text
+    text = simulate(capsys, tmp_path, objects, "-o", "text", "-v")
     assert "spared default/calm (priority 10) by PreemptionToleration: Protected" in text
