@@ -366,6 +366,9 @@ class Scheduler:
                 notes.append(f"{plugin.name}: {result.status.message()}")
             if (result.nominations or result.victims) and self.actuator is not None:
                 self.actuator.actuate(unit, result, snapshot)
+                for member in unit.members:
+                    if member.key in result.nominations:
+                        snapshot.nominate(member, result.nominations[member.key])
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)

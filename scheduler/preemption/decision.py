@@ -179,7 +179,7 @@ class Decision:
         }
 
 
-NAMED = 3
+NAMED = 5
 """Units a summary line names before it only counts the rest."""
 TALLIED = 6
 """Entries a `by priority` / `by namespace` tally shows before it only counts the rest."""

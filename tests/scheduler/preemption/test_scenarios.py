@@ -379,3 +379,25 @@ def test_a_protected_victim_is_replaced_by_the_next_cheapest(
     assert "protected by PreemptionToleration: default/calm tolerates preemption by priority 1000" in text
     text = simulate(capsys, tmp_path, objects, "-o", "text", "-v")
     assert "spared default/calm (priority 10) by PreemptionToleration: Protected" in text
+
+
+def test_a_nomination_made_in_a_pass_holds_its_room_for_the_rest_of_the_pass(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`urgent` preempts `v` on n1 and is nominated there; `later` (lower priority), tried in the same
+    pass, must see that nomination (as kube-scheduler's nominator does) and preempt `w` on n2 at once,
+    not pick `v` again and lose the race for n1 when `urgent` binds."""
+    objects = [
+        *nodes(2),
+        running("v", "n1", "4"),
+        running("w", "n2", "4"),
+        pending_pod("urgent", "4", "high"),
+        pending_pod("later", "4", "mid"),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    decided = [(d["time"], d["preemptor"], [v["unit"] for v in d["victims"]]) for d in report["decisions"]]
+    assert decided == [(NOW, "default/urgent", ["default/v"]), (NOW, "default/later", ["default/w"])]
+    assert {b["pod"]: b["time"] for b in report["bindings"]} == {
+        "default/urgent": "2026-01-01T01:00:30Z",
+        "default/later": "2026-01-01T01:00:30Z",
+    }
