@@ -51,6 +51,18 @@ def simulate(capsys: pytest.CaptureFixture[str], tmp_path: Path, objects: list[d
     return json.loads(out) if "json" in extra else out
 
 
+def six_on_two_nodes() -> list[dict[str, Any]]:
+    """Issue 11, defect 3: n1 runs 2 CPU at priority 10, n2 4 CPU at priority 5; six 1-CPU members
+    need only the priority-5 pod gone (2 + 4 CPU)."""
+    return [
+        make_priority_class("lowest", 5).json(),
+        *nodes(2),
+        running("p10", "n1", "2"),
+        running("p5", "n2", "4", "lowest"),
+        *(make_pod(f"six-{i}").req(cpu="1").group("six").json() for i in range(6)),
+    ]
+
+
 @dataclass
 class Case:
     objects: list[dict[str, Any]]
@@ -238,12 +250,8 @@ CASES = [
         pytest.param(
             Case(
                 [
-                    make_priority_class("lowest", 5).json(),
-                    *nodes(2),
-                    running("p10", "n1", "2"),
-                    running("p5", "n2", "4", "lowest"),
+                    *six_on_two_nodes(),
                     policy.priority_class("high").json(),
-                    *(make_pod(f"six-{i}").req(cpu="1").group("six").json() for i in range(6)),
                 ],
                 {"default/p5"},
                 {f"default/six-{i}": "" for i in range(6)},
@@ -401,3 +409,16 @@ def test_a_nomination_made_in_a_pass_holds_its_room_for_the_rest_of_the_pass(
         "default/urgent": "2026-01-01T01:00:30Z",
         "default/later": "2026-01-01T01:00:30Z",
     }
+
+
+def test_a_basic_group_decision_shows_its_binary_search_bound(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    objects = [*six_on_two_nodes(), make_podgroup("six").basic().priority_class("high").json()]
+    (decision,) = simulate(capsys, tmp_path, objects, "-o", "json")["decisions"]
+    assert (decision["preemptor"], decision["bound"]) == ("default/six", 5)
+    assert [v["unit"] for v in decision["victims"]] == ["default/p5"]
+    assert decision["spared"] == [], "p10 is above the bound on a node no member needs: not a candidate"
+    text = simulate(capsys, tmp_path, objects, "-o", "text")
+    assert "preemptor default/six (priority 1000): preempting 1 unit(s) to place 4 member(s)" in text
+    assert "binary-search bound: priority 5 (no victim above it" in text
