@@ -88,14 +88,10 @@ class Scheduler:
         self,
         cluster: Cluster,
         config: SchedulerConfiguration,
-        profile: Profile | None = None,
+        profile: Profile,
         actuator: Actuator | None = None,
         all_schedulers: bool = False,
     ) -> None:
-        if profile is None:
-            from scheduler.plugins import default_profile
-
-            profile = default_profile(config)
         self.cluster = cluster
         self.config = config
         self.profile = profile

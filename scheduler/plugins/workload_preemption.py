@@ -36,10 +36,11 @@ class WorkloadPreemption:
 
     def __init__(
         self,
+        static_filters: Sequence[FilterPlugin],
         victim_filters: Sequence[VictimFilter] = (),
         validators: Sequence[ScenarioValidator] = (),
-        static_filters: Sequence[FilterPlugin] | None = None,
     ) -> None:
+        """`static_filters` are the profile's: a member may only be nominated where they all pass."""
         self.victim_filters = tuple(victim_filters)
         self.validators = tuple(validators)
         self.static_filters = static_filters

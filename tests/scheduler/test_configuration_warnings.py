@@ -20,6 +20,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import ApiModel
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.runner import Scheduler
+from scheduler.plugins import default_profile
 from tests.builders import (
     make_config,
     make_node,
@@ -249,7 +250,7 @@ def test_runner_records_each_finding_once_and_again_when_it_changes() -> None:
         ]
     )
     cluster = MemoryCluster(objects, NOW_DT)
-    scheduler = Scheduler(cluster, SchedulerConfiguration())
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration()))
     first = scheduler.schedule_pending()
     assert [w.reason for w in first.warnings] == ["InvalidPreemptionToleration"]
     for _ in range(3):
