@@ -1,8 +1,8 @@
 """`phalanx simulate`: run the real scheduler on an in-memory cluster built from manifests.
 
-The embedded default for a user with no cluster, and a what-if tool for one with a cluster:
-`kubectl get pods,nodes,priorityclasses,podgroups -A -o yaml > now.yaml; phalanx simulate now.yaml`.
-Exit status: 0 when the simulation ran (whatever stays pending), 2 on bad input.
+The embedded default for a user with no cluster, and a what-if tool for one with a cluster (the
+recipe is in WHAT_IF, shown by `--help`). Exit status: 0 when the simulation ran (whatever stays
+pending), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -28,13 +28,38 @@ from scheduler.simulation.scenario import load_scenario
 
 LARGE_INPUT = 2_000
 """Inputs with at least this many objects show progress on stderr."""
+READ_FROM_A_CLUSTER = (
+    "nodes,pods,priorityclasses,poddisruptionbudgets,"
+    "podgroups.scheduling.phalanx.dev,workloads.scheduling.phalanx.dev,queues.scheduling.phalanx.dev"
+)
+"""Every kind simulate reads, as `kubectl get` names them. Ours are group-qualified: where the cluster
+serves `scheduling.k8s.io/v1alpha2`, plain `podgroups` and `workloads` are the native kinds."""
+WHAT_IF = f"""\
+what-if on a real cluster (checked against kube-apiserver 1.36):
+  kubectl get {READ_FROM_A_CLUSTER} \\
+    -A -o yaml > now.yaml
+  phalanx simulate now.yaml my-gang.yaml      # what would it preempt, what is spared, when does it run?
+
+  kubectl prints one `kind: List`; objects read back from the cluster (they carry a resourceVersion)
+  are taken as stored, while the files you add pass the webhook's admission rules first. Where the
+  cluster serves scheduling.k8s.io/v1alpha2 (Kubernetes 1.36 with the workload gates), add
+  podgroups.scheduling.k8s.io,workloads.scheduling.k8s.io to the list (kubectl fails on a kind the
+  server lacks). --all-pending also places the pending pods of other schedulers.
+"""
+
 ADMISSION_WARNINGS = 10
 """Admission warnings printed without -v: a dump of hand-written pods repeats the same one per pod."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = "run the scheduler on an in-memory cluster built from manifests"
-    parser = subparsers.add_parser("simulate", help=summary, description=summary)
+    parser = subparsers.add_parser(
+        "simulate",
+        help=summary,
+        description=summary,
+        epilog=WHAT_IF,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR", help="YAML/JSON manifests (kind: List accepted)")
     parser.add_argument("--now", metavar="RFC3339", help="virtual start time, RFC3339 (default: the current time)")
     parser.add_argument("--until", metavar="DURATION", help="stop after this much virtual time, e.g. 90s, 10m, 1h30m")

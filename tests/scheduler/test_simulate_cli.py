@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from phalanx.cli import main
+from scheduler.api.manifest import KINDS
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -286,3 +287,25 @@ def test_dump_with_a_deleted_priority_class_runs_on_stored_priorities(
     assert code == 0
     assert "Warnings" in text and "PriorityClassNotFound" in text
     assert "no PriorityClass with name legacy was found" in " ".join(text.split())
+
+
+def test_help_gives_a_kubectl_command_for_every_kind_simulate_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    """The what-if recipe names each kind `simulate` parses, ours group-qualified: on a cluster serving
+    `scheduling.k8s.io/v1alpha2`, plain `podgroups` would read the native PodGroups, not ours."""
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = capsys.readouterr().out
+    (command,) = [line for line in text.splitlines() if line.strip().startswith("kubectl get ")]
+    asked = set(command.split()[2].split(","))
+    native = "scheduling.k8s.io/v1alpha2"
+    for api_version, kind in KINDS:
+        if kind == "SchedulerConfiguration":
+            continue
+        plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+        group = api_version.rpartition("/")[0]
+        if api_version == native:
+            assert f"{plural}.{group}" in text, f"the help says how to add native {kind}s"
+        elif group == "scheduling.phalanx.dev":
+            assert f"{plural}.{group}" in asked, f"{kind} ({api_version}) must be read group-qualified"
+        else:
+            assert plural in asked, f"{kind} ({api_version}) is read by simulate but not fetched by the recipe"
