@@ -174,3 +174,24 @@ def test_a_what_if_on_a_cluster_dump_fits_a_screen(tmp_path: Path, capsys: pytes
     assert "binary-search bound: priority 10" in text
     verbose = run(capsys, str(path), "-v")
     assert sum(1 for line in verbose.splitlines() if line.startswith("  victim ")) == 256
+
+
+def test_repeated_admission_warnings_are_capped_without_verbose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve members whose own class differs from their group's: ten warnings, then a count."""
+    objects: list[Any] = [
+        make_priority_class("high", 100).json(),
+        make_priority_class("low", 10).json(),
+        make_node("n1").cap(cpu="16").json(),
+        make_podgroup("g").gang(12).priority_class("high").json(),
+        *(make_pod(f"g-{i}").req(cpu="1").group("g").priority_class("low").json() for i in range(12)),
+    ]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml_documents(objects))
+    assert main(["simulate", "--now", NOW, str(path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 11 and err[-1] == "Warning: 2 more admission warnings (-v shows all)"
+    assert main(["simulate", "--now", NOW, "-v", str(path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert sum(1 for line in err if "differs from" in line) == 12
