@@ -1,11 +1,11 @@
 # Two commands do all set-up on a fresh machine (Python 3.11, pip, make):
-#   make demo   installs into .venv and simulates examples/training-gang-busy-pool.yaml
+#   make demo   installs into .venv and simulates examples/training-gang-preemption.yaml (preemption at a glance)
 #   make test   installs into .venv and runs lint, types, import layers and the test suite
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-DEMO ?= examples/training-gang-busy-pool.yaml
+DEMO ?= examples/training-gang-preemption.yaml
 
 .PHONY: demo test lint bench clean
 

@@ -26,6 +26,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.runner import Scheduler
+from scheduler.plugins import default_profile
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SHAPES = [("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("250m", "512Mi"), ("1500m", "3Gi")]
@@ -104,7 +105,8 @@ def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int
     objects = cluster(nodes, pods, gangs, gang_size)
     pending = len(objects.pods)
     memory = MemoryCluster(objects, NOW)
-    scheduler = Scheduler(memory, SchedulerConfiguration())
+    config = SchedulerConfiguration()
+    scheduler = Scheduler(memory, config, default_profile(config))
     gc.collect()
     gc.freeze()  # as `phalanx simulate` does once the scenario is loaded
     started, cpu = time.perf_counter(), time.process_time()

@@ -1,8 +1,8 @@
 """`phalanx simulate`: run the real scheduler on an in-memory cluster built from manifests.
 
-The embedded default for a user with no cluster, and a what-if tool for one with a cluster:
-`kubectl get pods,nodes,priorityclasses,podgroups -A -o yaml > now.yaml; phalanx simulate now.yaml`.
-Exit status: 0 when the simulation ran (whatever stays pending), 2 on bad input.
+The embedded default for a user with no cluster, and a what-if tool for one with a cluster (the
+recipe is in WHAT_IF, shown by `--help`). Exit status: 0 when the simulation ran (whatever stays
+pending), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -23,16 +23,43 @@ from scheduler.api.manifest import ManifestError
 from scheduler.framework.runner import PassReport
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
-from scheduler.simulation.report import build_report, explanations, render_text, warnings
+from scheduler.simulation.report import build_report, decisions, render_text, warnings
 from scheduler.simulation.scenario import load_scenario
 
 LARGE_INPUT = 2_000
 """Inputs with at least this many objects show progress on stderr."""
+READ_FROM_A_CLUSTER = (
+    "nodes,pods,priorityclasses,poddisruptionbudgets,"
+    "podgroups.scheduling.phalanx.dev,workloads.scheduling.phalanx.dev,queues.scheduling.phalanx.dev"
+)
+"""Every kind simulate reads, as `kubectl get` names them. Ours are group-qualified: where the cluster
+serves `scheduling.k8s.io/v1alpha2`, plain `podgroups` and `workloads` are the native kinds."""
+WHAT_IF = f"""\
+what-if on a real cluster (checked against kube-apiserver 1.36):
+  kubectl get {READ_FROM_A_CLUSTER} \\
+    -A -o yaml > now.yaml
+  phalanx simulate now.yaml my-gang.yaml      # what would it preempt, what is spared, when does it run?
+
+  kubectl prints one `kind: List`; objects read back from the cluster (they carry a resourceVersion)
+  are taken as stored, while the files you add pass the webhook's admission rules first. Where the
+  cluster serves scheduling.k8s.io/v1alpha2 (Kubernetes 1.36 with the workload gates), add
+  podgroups.scheduling.k8s.io,workloads.scheduling.k8s.io to the list (kubectl fails on a kind the
+  server lacks). --all-pending also places the pending pods of other schedulers.
+"""
+
+ADMISSION_WARNINGS = 10
+"""Admission warnings printed without -v: a dump of hand-written pods repeats the same one per pod."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = "run the scheduler on an in-memory cluster built from manifests"
-    parser = subparsers.add_parser("simulate", help=summary, description=summary)
+    parser = subparsers.add_parser(
+        "simulate",
+        help=summary,
+        description=summary,
+        epilog=WHAT_IF,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR", help="YAML/JSON manifests (kind: List accepted)")
     parser.add_argument("--now", metavar="RFC3339", help="virtual start time, RFC3339 (default: the current time)")
     parser.add_argument("--until", metavar="DURATION", help="stop after this much virtual time, e.g. 90s, 10m, 1h30m")
@@ -43,7 +70,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--all-pending", action="store_true", help="place every pending pod, whatever its schedulerName"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log scheduling decisions to stderr")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="text report: every victim, spared candidate, binding, pending pod and node; logs on stderr",
+    )
     parser.set_defaults(func=run)
 
 
@@ -79,8 +111,11 @@ def run(args: argparse.Namespace) -> int:
     # The scenario lives until exit: keep the collector from re-scanning it on every allocation burst.
     gc.collect()
     gc.freeze()
-    for warning in scenario.warnings:
+    shown = scenario.warnings if args.verbose else scenario.warnings[:ADMISSION_WARNINGS]
+    for warning in shown:
         print(f"Warning: {warning}", file=sys.stderr)
+    if len(shown) < len(scenario.warnings):
+        print(f"Warning: {len(scenario.warnings) - len(shown)} more admission warnings (-v shows all)", file=sys.stderr)
     large = len(scenario.objects.pods) + len(scenario.objects.nodes) >= LARGE_INPUT
     status: Status | None = stderr.status("scheduling") if large else None
 
@@ -107,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render_text(report, sys.stdout, now, result.cluster.now(), explanations(result, report), warnings(result))
+        decided = decisions(result, report["pending"])
+        render_text(report, sys.stdout, now, result.cluster.now(), decided, warnings(result), args.verbose)
     return 0
 
 

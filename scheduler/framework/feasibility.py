@@ -16,7 +16,6 @@ from scheduler.framework.interfaces import FilterPlugin, NodeVerdict
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import BoolArray, Snapshot
 from scheduler.framework.status import Code
-from scheduler.plugins import static_filters
 
 
 def pod_shape(pod: PodInfo) -> Hashable:
@@ -51,20 +50,19 @@ def combine(verdicts: Sequence[NodeVerdict], count: int) -> NodeVerdict:
 def static_mask(
     pod: PodInfo,
     snapshot: Snapshot,
+    filters: Sequence[FilterPlugin],
     state: CycleState | None = None,
-    filters: Sequence[FilterPlugin] | None = None,
 ) -> NodeVerdict:
     """Nodes where `pod` could run if they were empty: all filters but resources (cached per shape).
 
-    `filters` defaults to the registry's static filters; the cache lives on the snapshot, so it is
-    dropped with it whenever the nodes change.
+    `filters` are the profile's static filters (the framework never picks plugins itself, so it does
+    not depend on the plugin registry). The cache lives on the snapshot, so it is dropped with it
+    whenever the nodes change; one snapshot serves one profile.
     """
     key = pod_shape(pod)
     cached = snapshot.static_masks.get(key)
     if isinstance(cached, NodeVerdict):
         return cached
-    if filters is None:
-        filters = static_filters()
     cycle = state if state is not None else CycleState()
     verdict = combine([f.filter(cycle, pod, snapshot) for f in filters], len(snapshot.nodes.names))
     verdict = NodeVerdict(feasible=verdict.feasible, reasons=verdict.reasons, code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE)

@@ -51,7 +51,7 @@ class PlacementMemo:
     def verdict(self, pod: PodInfo, state: CycleState) -> NodeVerdict:
         """The full combined verdict, with reasons (for messages and PostFilter); not memoised."""
         count = len(self.snapshot.nodes.names)
-        static = static_mask(pod, self.snapshot, state, self.profile.static_filters)
+        static = static_mask(pod, self.snapshot, self.profile.static_filters, state)
         return combine([static, *(f.filter(state, pod, self.snapshot) for f in self.profile.filters)], count)
 
     def best(self, pod: PodInfo, state: CycleState) -> int | None:
@@ -80,7 +80,7 @@ class PlacementMemo:
         return np.where(feasible, total, -np.inf)
 
     def _full(self, pod: PodInfo, state: CycleState) -> _Entry:
-        static = static_mask(pod, self.snapshot, state, self.profile.static_filters).feasible
+        static = static_mask(pod, self.snapshot, self.profile.static_filters, state).feasible
         feasible = static.copy()
         for plugin in self.profile.filters:
             feasible &= plugin.filter(state, pod, self.snapshot).feasible

@@ -88,14 +88,10 @@ class Scheduler:
         self,
         cluster: Cluster,
         config: SchedulerConfiguration,
-        profile: Profile | None = None,
+        profile: Profile,
         actuator: Actuator | None = None,
         all_schedulers: bool = False,
     ) -> None:
-        if profile is None:
-            from scheduler.plugins import default_profile
-
-            profile = default_profile(config)
         self.cluster = cluster
         self.config = config
         self.profile = profile
@@ -366,6 +362,9 @@ class Scheduler:
                 notes.append(f"{plugin.name}: {result.status.message()}")
             if (result.nominations or result.victims) and self.actuator is not None:
                 self.actuator.actuate(unit, result, snapshot)
+                for member in unit.members:
+                    if member.key in result.nominations:
+                        snapshot.nominate(member, result.nominations[member.key])
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)

@@ -94,6 +94,14 @@ class Snapshot:
         self.pods[pod.key] = placed
         return placed
 
+    def nominate(self, pod: PodInfo, node_name: str) -> None:
+        """Record a nomination made during this cycle (empty `node_name`: cleared), so that the units
+        tried after it see the room it holds, as kube-scheduler's nominator does."""
+        self.nominated = [p for p in self.nominated if p.key != pod.key]
+        if node_name in self.nodes.index:
+            status = pod.pod.status.model_copy(update={"nominated_node_name": node_name})
+            self.nominated.append(replace(pod, pod=pod.pod.model_copy(update={"status": status})))
+
     def forget(self, pod: PodInfo, node: int) -> None:
         """Undo `assume`: `pod` may be the pending or the placed PodInfo."""
         self.nodes.requested[node] -= self.nodes.usage(pod.requests)

@@ -34,26 +34,29 @@ def effective_priority(
 ) -> tuple[ResolvedPriority, str | None]:
     """A pod's priority and group key: its PodGroup's for a member, else its own (DESIGN.md, Priority).
 
-    Raises `PriorityClassNotFound` when the class that decides is missing.
+    A priority already resolved at creation (`spec.priority`, which the Priority admission plugin
+    fills in on a cluster) stands when its class has been deleted since, as kube-scheduler reads only
+    `spec.priority`: pods keep running after their class is gone. Raises `PriorityClassNotFound` when
+    the class that decides is missing and no priority was resolved.
     """
     group_name = pod.pod_group_name
     group_key = f"{pod.metadata.namespace or 'default'}/{group_name}" if group_name else None
     group = groups.get(group_key) if group_key else None
     if group is not None:
-        if group.spec.priority is not None:
-            resolved = (
-                resolve_priority(group.spec.priority_class_name, classes) if group.spec.priority_class_name else None
-            )
-            policy = resolved.preemption_policy if resolved else "PreemptLowerPriority"
-            return ResolvedPriority(group.spec.priority_class_name, group.spec.priority, policy), group_key
-        return resolve_priority(group.spec.priority_class_name, classes), group_key
-    if pod.spec.priority_class_name or pod.spec.priority is None:
-        resolved = resolve_priority(pod.spec.priority_class_name, classes)
-    else:
-        resolved = ResolvedPriority(None, pod.spec.priority, "PreemptLowerPriority")
+        return _resolved(group.spec.priority_class_name, group.spec.priority, classes), group_key
+    resolved = _resolved(pod.spec.priority_class_name, pod.spec.priority, classes)
     if pod.spec.preemption_policy:
         resolved = ResolvedPriority(resolved.class_name, resolved.value, pod.spec.preemption_policy)
     return resolved, group_key
+
+
+def _resolved(class_name: str | None, stored: int | None, classes: dict[str, PriorityClass]) -> ResolvedPriority:
+    """The stored value when there is one (the class, if it still exists, gives the preemption policy)."""
+    if stored is None:
+        return resolve_priority(class_name, classes)
+    found = classes.get(class_name) if class_name else None
+    policy = (found.preemption_policy if found is not None else None) or "PreemptLowerPriority"
+    return ResolvedPriority(class_name or None, stored, policy)
 
 
 class PodInfoCache:
@@ -77,8 +80,8 @@ class PodInfoCache:
             return cached[1]
         try:
             resolved, group_key = effective_priority(pod, objects.pod_groups, objects.priority_classes)
-        except PriorityClassNotFound as err:
-            log.warning("priority class missing", pod=pod.key, priority_class=err.name)
+        except PriorityClassNotFound as err:  # reported once by the configuration checks, not per pass
+            log.debug("priority class missing", pod=pod.key, priority_class=err.name)
             group_name = pod.pod_group_name
             group_key = f"{pod.metadata.namespace or 'default'}/{group_name}" if group_name else None
             resolved = ResolvedPriority(err.name, pod.spec.priority or 0, "PreemptLowerPriority")

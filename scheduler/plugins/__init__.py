@@ -34,7 +34,7 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         static_filters=statics,
         filters=(NodeResourcesFit(),),
         scores=(NodeResourcesAllocated(config.scoring_strategy),),
-        post_filters=(WorkloadPreemption(victim_filters, validators, statics),),
+        post_filters=(WorkloadPreemption(statics, victim_filters, validators),),
         victim_filters=victim_filters,
         scenario_validators=validators,
         configuration_checks=victim_filters,

@@ -11,6 +11,7 @@ search starts over on the current state.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -35,10 +36,11 @@ class WorkloadPreemption:
 
     def __init__(
         self,
+        static_filters: Sequence[FilterPlugin],
         victim_filters: Sequence[VictimFilter] = (),
         validators: Sequence[ScenarioValidator] = (),
-        static_filters: Sequence[FilterPlugin] | None = None,
     ) -> None:
+        """`static_filters` are the profile's: a member may only be nominated where they all pass."""
         self.victim_filters = tuple(victim_filters)
         self.validators = tuple(validators)
         self.static_filters = static_filters
@@ -57,6 +59,7 @@ class WorkloadPreemption:
         waiting = self._waiting_for_victims(unit, snapshot, min_count)
         if waiting is not None:
             return PostFilterResult(status=unschedulable(waiting), nominations={})
+        unit = self._unplaced(unit, snapshot)
         candidates = build_candidates(
             unit,
             snapshot,
@@ -93,6 +96,14 @@ class WorkloadPreemption:
             victims=victims,
             explanation=decision,
         )
+
+    @staticmethod
+    def _unplaced(unit: SchedulingUnit, snapshot: Snapshot) -> SchedulingUnit:
+        """The unit without the members this cycle already placed (and bound): a basic group binds what
+        fits before preempting, and those members must neither be placed a second time by the search
+        (which would take victims for room they already hold) nor nominated."""
+        members = tuple(m for m in unit.members if (snapshot.pods.get(m.key) or m).node_name is None)
+        return unit if len(members) == len(unit.members) else replace(unit, members=members)
 
     @staticmethod
     def _still_needed(unit: SchedulingUnit, snapshot: Snapshot) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.feasibility import static_mask
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
@@ -253,13 +254,10 @@ def build_candidates(
     state: CycleState,
     victim_filters: Sequence[VictimFilter],
     validators: Sequence[ScenarioValidator],
-    static_filters: Sequence[FilterPlugin] | None,
+    static_filters: Sequence[FilterPlugin],
     min_count: int,
 ) -> Candidates:
     """Columnar search input for `unit`; victim filters run later, in `Candidates.decide`."""
-    # Imported here: feasibility reads the plugin registry, which registers the preemption plugin.
-    from scheduler.framework.feasibility import static_mask
-
     table = snapshot.nodes
     free = table.free() + running.freed
     for held in snapshot.nominated:
@@ -294,7 +292,7 @@ def build_candidates(
         min_count=min_count,
         members=tuple(m.key for m in members),
         requests=np.array([table.vector(m.requests) for m in members], dtype=np.int64).reshape(-1, width),
-        masks=np.array([static_mask(m, snapshot, state, static_filters).feasible for m in members], dtype=bool).reshape(
+        masks=np.array([static_mask(m, snapshot, static_filters, state).feasible for m in members], dtype=bool).reshape(
             len(members), len(table.names)
         ),
         preemption_policy=unit.preemption_policy,

@@ -8,8 +8,12 @@ object, never from logs.
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+from scheduler.api.meta import rfc3339
 
 SEARCH_PLUGIN = "WorkloadPreemption"
 
@@ -67,21 +71,67 @@ class Decision:
     until: datetime | None = None
     rejected: tuple[str, ...] = ()
     """When every placement was refused by a scenario validator: the victims of the first one."""
+    bound: int | None = None
+    """The binary search's priority bound: no victim is above it (None when nothing needs preempting)."""
 
     @property
     def victim_pods(self) -> tuple[str, ...]:
         return tuple(pod for victim in self.victims for pod in victim.pods)
 
-    def explain(self) -> list[str]:
-        """Human-readable lines: the preemptor, each victim, each spared candidate, what stays pending."""
+    def explain(self, verbose: bool = False) -> list[str]:
+        """The summary (a few lines however many victims), then with `verbose` one line per victim,
+        spared candidate, nomination and pending member. An Event note takes the first lines."""
+        return self.summary() + (self.details() if verbose else [])
+
+    def summary(self) -> list[str]:
+        """The preemptor and outcome; victims counted by priority and namespace; the binary-search
+        bound; spared candidates counted by reason, with who protects them and until when; nominations."""
         lines = [f"preemptor {self.preemptor} (priority {self.preemptor_priority}): {self.message}"]
+        pods = self.victim_pods
+        if self.victims:
+            nodes = {node for victim in self.victims for node in victim.nodes}
+            by_priority: Counter[int] = Counter()
+            for victim in self.victims:
+                by_priority[victim.priority] += len(victim.pods)
+            by_namespace = Counter(pod.partition("/")[0] for pod in pods)
+            lines.append(
+                f"  victims: {_count(len(self.victims), 'unit')} ({_names([v.key for v in self.victims])}), "
+                f"{_count(len(pods), 'pod')} on {_count(len(nodes), 'node')}; "
+                f"pods by priority: {_tally(sorted(by_priority.items()))}; "
+                f"by namespace: {_tally(sorted(by_namespace.items(), key=lambda kv: (-kv[1], kv[0])))}"
+            )
+        if self.bound is not None:
+            lines.append(
+                f"  binary-search bound: priority {self.bound} (no victim above it: the lowest bound that places "
+                "as many members as preempting every candidate)"
+            )
+        if self.spared:
+            reasons = Counter(spared.reason.value for spared in self.spared)
+            lines.append(f"  spared {_count(len(self.spared), 'candidate')}: {_tally(sorted(reasons.items()))}")
+            protectors: dict[str, list[Spared]] = {}
+            for spared in self.spared:
+                if spared.reason == SpareReason.PROTECTED:
+                    protectors.setdefault(spared.plugin, []).append(spared)
+            for plugin, protected in sorted(protectors.items()):
+                lines.append(f"    protected by {plugin}: {_protection(protected)}")
+        if self.nominations:
+            nominated = set(self.nominations.values())
+            lines.append(f"  nominated: {_count(len(self.nominations), 'member')} on {_count(len(nominated), 'node')}")
+        for why, count in sorted(Counter(self.pending.values()).items()):
+            if why != self.message:  # a decision that cannot help gives every member its own message
+                lines.append(f"  pending: {_count(count, 'member')}: {why}")
+        return lines
+
+    def details(self) -> list[str]:
+        """One line per victim, spared candidate, nomination and pending member."""
+        lines = []
         for victim in self.victims:
             lines.append(
                 f"  victim {victim.key} (priority {victim.priority}) on {', '.join(victim.nodes)}: "
                 f"{victim.reason}: {victim.message}"
             )
         for spared in self.spared:
-            until = f" until {spared.until.isoformat()}" if spared.until else ""
+            until = f" until {rfc3339(spared.until)}" if spared.until else ""
             lines.append(
                 f"  spared {spared.key} (priority {spared.priority}) by {spared.plugin}: "
                 f"{spared.reason}: {spared.message}{until}"
@@ -91,3 +141,68 @@ class Decision:
         for member, why in sorted(self.pending.items()):
             lines.append(f"  pending {member}: {why}")
         return lines
+
+    def as_json(self) -> dict[str, Any]:
+        """The whole explanation as data, for tools (`simulate -o json`, key `decisions`)."""
+        return {
+            "preemptor": self.preemptor,
+            "preemptorPriority": self.preemptor_priority,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "bound": self.bound,
+            "victims": [
+                {
+                    "unit": v.key,
+                    "priority": v.priority,
+                    "pods": list(v.pods),
+                    "nodes": list(v.nodes),
+                    "reason": v.reason.value,
+                    "message": v.message,
+                }
+                for v in self.victims
+            ],
+            "spared": [
+                {
+                    "unit": s.key,
+                    "priority": s.priority,
+                    "plugin": s.plugin,
+                    "reason": s.reason.value,
+                    "message": s.message,
+                    "until": rfc3339(s.until) if s.until else None,
+                }
+                for s in self.spared
+            ],
+            "nominations": [{"pod": pod, "node": node} for pod, node in sorted(self.nominations.items())],
+            "pending": [{"pod": pod, "message": why} for pod, why in sorted(self.pending.items())],
+            "pdbViolations": self.pdb_violations,
+            "until": rfc3339(self.until) if self.until else None,
+        }
+
+
+NAMED = 5
+"""Units a summary line names before it only counts the rest."""
+TALLIED = 6
+"""Entries a `by priority` / `by namespace` tally shows before it only counts the rest."""
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(keys[:NAMED])
+    return shown if len(keys) <= NAMED else f"{shown}, +{len(keys) - NAMED} more"
+
+
+def _tally(items: list[tuple[Any, int]]) -> str:
+    shown = ", ".join(f"{key} ({count})" for key, count in items[:TALLIED])
+    return shown if len(items) <= TALLIED else f"{shown}, +{len(items) - TALLIED} more"
+
+
+def _protection(protected: list[Spared]) -> str:
+    """One protector's spared units: its own message for one unit, else the units and the first expiry."""
+    if len(protected) == 1:
+        return protected[0].message
+    ends = sorted(s.until for s in protected if s.until is not None)
+    when = f", the first until {rfc3339(ends[0])}" if ends else ""
+    return f"{_count(len(protected), 'unit')} ({_names([s.key for s in protected])}){when}"

@@ -152,6 +152,7 @@ class _DomainResult:
     violations: int
     violating: dict[int, str]
     score: tuple[int, int, int, int, float]
+    bound: int | None
 
 
 @dataclass(slots=True)
@@ -449,7 +450,7 @@ def _reprieve(
             if info.priority > bound:
                 message = f"priority {info.priority} is above {bound}, the lowest bound at which the preemptor fits"
                 spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.ABOVE_BOUND, message))
-    return _result(ctx, dom, victims, violating, spared, placement)
+    return _result(ctx, dom, victims, violating, spared, placement, bound)
 
 
 def _displace(
@@ -528,6 +529,7 @@ def _result(
     violating: dict[int, str],
     spared: list[Spared],
     placement: _Placement,
+    bound: int | None,
 ) -> _DomainResult:
     inp = ctx.inp
     reasons: dict[int, tuple[VictimReason, str]] = {}
@@ -557,6 +559,7 @@ def _result(
         violations,
         {u: why for u, why in violating.items() if u in reasons},
         (violations, int(top), priority_sum, pods, -earliest),
+        bound,
     )
 
 
@@ -624,7 +627,8 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
             )
     kind = "pod group" if pre.is_group else "pod"
     if victims:
-        message = f"preempting {len(victims)} unit(s) to place {len(nominations)} member(s) of the {kind}"
+        placed = f"{len(nominations)} member(s) of the pod group" if pre.is_group else "the pod"
+        message = f"preempting {len(victims)} unit(s) to place {placed}"
     else:
         message = f"the {kind} fits without preempting anything"
     until = min((s.until for s in protected if s.until is not None), default=None) if pending else None
@@ -639,4 +643,5 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
         pending=pending,
         pdb_violations=result.violations,
         until=until,
+        bound=result.bound,
     )

@@ -15,6 +15,7 @@ import structlog
 
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.runner import Actuator, PassReport, Scheduler
+from scheduler.plugins import default_profile
 from scheduler.simulation.scenario import Scenario
 
 log = structlog.get_logger(__name__)
@@ -43,7 +44,11 @@ def simulate(
     """Run to quiescence (or `until`); `actuator` builds the preemption actuator for the cluster."""
     cluster = MemoryCluster(scenario.objects, now)
     scheduler = Scheduler(
-        cluster, scenario.config, actuator=actuator(cluster) if actuator else None, all_schedulers=all_pending
+        cluster,
+        scenario.config,
+        default_profile(scenario.config),
+        actuator=actuator(cluster) if actuator else None,
+        all_schedulers=all_pending,
     )
     run = Simulation(cluster, scheduler, now, all_pending=all_pending)
     for _ in range(MAX_PASSES):

@@ -1,4 +1,10 @@
-"""Simulation reports: the JSON other tools rely on (keys fixed by issue 2) and tables for people."""
+"""Simulation reports: the JSON other tools rely on and a text report for people.
+
+The JSON keys `bindings`, `preemptions`, `pending` and `nodes` keep the shape issue 2 fixed; `decisions`
+(issue 13) carries each preemption Decision as data. The text report leads with one summary per
+decision and groups everything else, so a what-if on a whole-cluster dump fits a screen; `-v` lists
+every victim, pod and node.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,11 @@ from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import Simulation
 
 TEXT_ROWS = 200
-"""Rows shown per table in text output; the JSON output always has everything."""
+"""Rows shown per table in verbose text output (and decisions shown); the JSON output has everything."""
+SHORT_ROWS = 10
+"""Rows shown per table in the default text output, which must fit a screen for a whole-cluster dump."""
+EXAMPLES = 3
+"""Pods a grouped row names before it only counts the rest."""
 
 
 def build_report(run: Simulation) -> dict[str, Any]:
@@ -67,30 +77,34 @@ def build_report(run: Simulation) -> dict[str, Any]:
                 if table.requested[row, c] > 0
             },
         }
-    return {"bindings": bindings, "preemptions": preemptions, "pending": pending, "nodes": nodes}
+    explained = [{"time": rfc3339(when), **d.as_json()} for when, d in decisions(run, pending)]
+    return {
+        "bindings": bindings,
+        "preemptions": preemptions,
+        "pending": pending,
+        "nodes": nodes,
+        "decisions": explained,
+    }
 
 
-def explanations(run: Simulation, report: dict[str, Any]) -> list[list[str]]:
-    """Each preemption decision in order, then why preemption could not help each unit still pending.
-
-    Rendered from the Decision objects the PostFilter returned, never from logs.
-    """
-    still_pending = {p["pod"] for p in report["pending"]}
-    acted: list[list[str]] = []
+def decisions(run: Simulation, pending: list[dict[str, str]]) -> list[tuple[datetime, Decision]]:
+    """Each preemption decision that preempted, in order, then the last decision of each unit still
+    pending on which preemption could not help (why it waits). Taken from the Decision objects the
+    PostFilter returned, never from logs."""
+    still_pending = {p["pod"] for p in pending}
+    acted: list[tuple[datetime, Decision]] = []
     last: dict[str, tuple[datetime, Decision]] = {}
     for report_pass in run.passes:
         for _, result in report_pass.post_filter:
             decision = result.explanation
             if not isinstance(decision, Decision):
                 continue
-            stamp = f"{rfc3339(report_pass.time)} "
             if decision.outcome == Outcome.PREEMPT and decision.victims:
-                acted.append([stamp + decision.explain()[0], *decision.explain()[1:]])
+                acted.append((report_pass.time, decision))
             last[decision.preemptor] = (report_pass.time, decision)
     for when, decision in last.values():
         if decision.outcome == Outcome.CANNOT_HELP and still_pending & set(decision.pending):
-            lines = decision.explain()
-            acted.append([f"{rfc3339(when)} {lines[0]}", *lines[1:]])
+            acted.append((when, decision))
     return acted
 
 
@@ -108,12 +122,19 @@ def warnings(run: Simulation) -> list[list[str]]:
     return rows
 
 
-def _capped(table: Table, rows: list[list[str]]) -> Table:
-    for row in rows[:TEXT_ROWS]:
+def _capped(table: Table, rows: list[list[str]], limit: int) -> Table:
+    for row in rows[:limit]:
         table.add_row(*(Text(cell) for cell in row))  # plain text: `[...]` in a message is not markup
-    if len(rows) > TEXT_ROWS:
-        table.caption = f"{len(rows) - TEXT_ROWS} more rows not shown (use -o json for all)"
+    if len(rows) > limit:
+        more = "-o json for all" if limit >= TEXT_ROWS else f"-v shows up to {TEXT_ROWS}, -o json all"
+        shown = f"{len(rows) - limit} more rows not shown ({more})"
+        table.caption = f"{table.caption}; {shown}" if table.caption else shown
     return table
+
+
+def _examples(keys: list[str]) -> str:
+    shown = ", ".join(keys[:EXAMPLES])
+    return shown if len(keys) <= EXAMPLES else f"{shown}, +{len(keys) - EXAMPLES} more"
 
 
 def render_text(
@@ -121,25 +142,34 @@ def render_text(
     out: TextIO,
     started: datetime,
     ended: datetime,
-    decisions: list[list[str]] | None = None,
+    decided: list[tuple[datetime, Decision]] | None = None,
     warned: list[list[str]] | None = None,
+    verbose: bool = False,
 ) -> None:
+    """The run at a glance: a summary per preemption decision first, then bindings and pending pods
+    grouped, and the nodes that changed. `verbose` gives one row per pod, victim and node instead."""
     console = Console(file=out, width=160, soft_wrap=False)
+    limit = TEXT_ROWS if verbose else SHORT_ROWS
     console.print(
         f"Simulated {rfc3339(started)} .. {rfc3339(ended)}: {len(report['bindings'])} bound, "
         f"{len(report['preemptions'])} preempted, {len(report['pending'])} pending"
     )
+    if decided:
+        console.print("Preemption decisions", style="bold")
+        for when, decision in decided[:TEXT_ROWS]:
+            lines = decision.explain(verbose)
+            for line in [f"{rfc3339(when)} {lines[0]}", *lines[1:]]:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if len(decided) > TEXT_ROWS:
+            console.print(f"{len(decided) - TEXT_ROWS} more decisions not shown (-o json for all)")
     if warned:
         table = Table(title="Warnings (configuration the scheduler ignored)")
         for column in ("time", "object", "reason"):
             table.add_column(column, no_wrap=True)
         table.add_column("message", overflow="fold")
-        console.print(_capped(table, warned))
-    bound = Table(title="Bindings")
-    for column in ("pod", "node", "time"):
-        bound.add_column(column)
-    console.print(_capped(bound, [[b["pod"], b["node"], b["time"]] for b in report["bindings"]]))
-    if report["preemptions"]:
+        console.print(_capped(table, warned, limit))
+    console.print(_bindings(report, limit, verbose))
+    if verbose and report["preemptions"]:
         preempted = Table(title="Preemptions")
         for column in ("victim", "node", "preemptor", "kind", "time"):
             preempted.add_column(column)
@@ -147,23 +177,66 @@ def render_text(
             [p["victim"], p["node"] or "", p["preemptor"] or "", p["preemptorKind"] or "", p["time"]]
             for p in report["preemptions"]
         ]
-        console.print(_capped(preempted, rows))
-    if decisions:
-        console.print("Preemption decisions", style="bold")
-        for lines in decisions[:TEXT_ROWS]:
-            for line in lines:
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
-    waiting = Table(title="Pending")
-    for column in ("pod", "reason", "message"):
-        waiting.add_column(column, overflow="fold")
-    console.print(_capped(waiting, [[p["pod"], p["reason"], p["message"]] for p in report["pending"]]))
-    usage = Table(title="Node usage (allocated / allocatable)")
-    resources = sorted({r for n in report["nodes"].values() for r in n["allocatable"]})
-    usage.add_column("node")
+        console.print(_capped(preempted, rows, limit))
+    if report["pending"]:
+        console.print(_pending(report, limit, verbose))
+    else:
+        console.print("Pending: none")
+    console.print(_usage(report, limit, verbose))
+
+
+def _bindings(report: dict[str, Any], limit: int, verbose: bool) -> Table:
+    """One row per pod with `verbose`, else one per moment of the virtual clock."""
+    table = Table(title="Bindings")
+    if verbose:
+        for column in ("pod", "node", "time"):
+            table.add_column(column)
+        return _capped(table, [[b["pod"], b["node"], b["time"]] for b in report["bindings"]], limit)
+    by_time: dict[str, list[dict[str, str]]] = {}
+    for binding in report["bindings"]:
+        by_time.setdefault(binding["time"], []).append(binding)
+    for column in ("time", "pods", "nodes"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("pods bound", overflow="fold")
+    rows = [
+        [when, str(len(bound)), str(len({b["node"] for b in bound})), _examples([b["pod"] for b in bound])]
+        for when, bound in by_time.items()
+    ]
+    return _capped(table, rows, limit)
+
+
+def _pending(report: dict[str, Any], limit: int, verbose: bool) -> Table:
+    """One row per pod with `verbose`, else one per distinct reason and message."""
+    table = Table(title="Pending")
+    if verbose:
+        for column in ("pod", "reason", "message"):
+            table.add_column(column, overflow="fold")
+        return _capped(table, [[p["pod"], p["reason"], p["message"]] for p in report["pending"]], limit)
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for pod in report["pending"]:
+        grouped.setdefault((pod["reason"], pod["message"]), []).append(pod["pod"])
+    table.add_column("pods", no_wrap=True)
+    for column in ("reason", "message", "which"):
+        table.add_column(column, overflow="fold")
+    rows = [[str(len(pods)), reason, message, _examples(pods)] for (reason, message), pods in grouped.items()]
+    return _capped(table, rows, limit)
+
+
+def _usage(report: dict[str, Any], limit: int, verbose: bool) -> Table:
+    """Every node with `verbose`; else the nodes where the simulation bound or preempted something."""
+    touched = {b["node"] for b in report["bindings"]} | {p["node"] for p in report["preemptions"]}
+    names = [n for n in report["nodes"] if verbose or n in touched]
+    table = Table(title="Node usage (allocated / allocatable)")
+    if not verbose:
+        table.caption = "nodes where pods were bound or preempted (-v: every node)"
+    resources = sorted({r for n in names for r in report["nodes"][n]["allocatable"]})
+    table.add_column("node")
     for resource in resources:
-        usage.add_column(resource)
+        table.add_column(resource)
     rows = []
-    for name, node in report["nodes"].items():
-        cells = [f"{node['allocated'].get(r, '0')} / {node['allocatable'].get(r, '0')}" for r in resources]
-        rows.append([name, *cells])
-    console.print(_capped(usage, rows))
+    for name in names:
+        node = report["nodes"][name]
+        rows.append(
+            [name, *(f"{node['allocated'].get(r, '0')} / {node['allocatable'].get(r, '0')}" for r in resources)]
+        )
+    return _capped(table, rows, limit)

@@ -4,10 +4,11 @@ Everything is validated before anything runs, so bad input is one message naming
 document and the field, and nothing is half-applied. Pending objects pass through the webhook's
 admission rules, as a CREATE on a real cluster would (a pending gang member gets our gate, a denial
 is an input error with the webhook's text). Pods that are already bound were admitted long ago on
-the cluster they were dumped from, so they are taken as they are; so are PriorityClasses and Queues
-that carry a `resourceVersion` (read from a cluster): the API server never re-validates a stored
-object, so one written before the webhook was installed may hold a value the webhook would now
-refuse, and the scheduler must cope with it there as here (it ignores the value and warns).
+the cluster they were dumped from, so they are taken as they are; so is every object that carries a
+`resourceVersion` (read from a cluster): the API server never re-validates a stored object, so one
+written before the webhook was installed may hold a value the webhook would now refuse, or name a
+PriorityClass deleted since, and the scheduler must cope with it there as here (it keeps the stored
+`spec.priority`, ignores the bad value and warns).
 """
 
 from __future__ import annotations
@@ -71,34 +72,39 @@ def load_scenario(
     settings = PodSettings(scheduler_name=config.scheduler_name, gate_name=config.gate_name)
     objects = ClusterObjects()
     warnings: list[str] = []
+    stored: set[tuple[type, str]] = set()
     for done, (obj, source) in enumerate(loaded, start=1):
         if progress is not None and done % 1000 == 0:
             progress(done, len(loaded))
         if isinstance(obj, SchedulerConfiguration):
             continue
-        if not _stored(obj):
+        taken_as_stored = _stored(obj)
+        if not taken_as_stored:
             try:
                 admitted = admit(obj, lookups, settings)
             except Denied as err:
                 raise ManifestError(f"{_where(obj, source)}: {err}") from None
             obj = admitted.object
             warnings.extend(f"{_where(obj, source)}: {w}" for w in admitted.warnings)
-        _store(objects, obj, now)
-    _check_priorities(objects, {o.key: s for o, s in loaded if isinstance(o, Pod | PodGroup)})
+        key = _store(objects, obj, now)
+        if taken_as_stored:
+            stored.add((type(obj), key))
+        else:
+            stored.discard((type(obj), key))
+    sources = {o.key: s for o, s in loaded if isinstance(o, Pod | PodGroup)}
+    _check_priorities(objects, sources, stored)
     return Scenario(objects, config, warnings)
 
 
 def _stored(obj: ApiModel) -> bool:
     """Objects a cluster already holds, which admission would not see again (see the module doc)."""
-    if isinstance(obj, Pod):
-        return bool(obj.spec.node_name)
-    if isinstance(obj, PriorityClass | Queue):
-        return obj.metadata.resource_version is not None
-    return False
+    if isinstance(obj, Pod) and obj.spec.node_name:
+        return True
+    return getattr(obj, "metadata", None) is not None and obj.metadata.resource_version is not None  # type: ignore[attr-defined]
 
 
-def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> None:
-    """File the object under its key; a later document with the same identity replaces an earlier one."""
+def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
+    """File the object under its key (returned); a later document with the same identity replaces an earlier one."""
     meta = obj.metadata  # type: ignore[attr-defined]
     if isinstance(obj, Pod | PodGroup | Workload | PodDisruptionBudget) and not meta.namespace:
         meta.namespace = "default"
@@ -123,20 +129,30 @@ def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> None:
         objects.priority_classes[key] = obj
     elif isinstance(obj, PodDisruptionBudget):
         objects.pdbs[key] = obj
+    return key
 
 
-def _check_priorities(objects: ClusterObjects, sources: dict[str, Source]) -> None:
-    """A pod or PodGroup naming a PriorityClass that the scenario lacks is an input error."""
+def _check_priorities(objects: ClusterObjects, sources: dict[str, Source], stored: set[tuple[type, str]]) -> None:
+    """A hand-written pod or PodGroup naming a PriorityClass that the scenario lacks is an input error.
+
+    A stored one is not: its class may have been deleted after its priority was resolved, and it keeps
+    that priority (see `effective_priority`); the scheduler warns about the missing class instead.
+    """
     for key, group in objects.pod_groups.items():
         name = group.spec.priority_class_name
-        if name and name not in objects.priority_classes:
+        if name and name not in objects.priority_classes and (PodGroup, key) not in stored:
             raise ManifestError(
                 f"{sources[key].describe(group.to_json())}: spec.priorityClassName: Not found: "
                 f'"{name}": no PriorityClass with name {name} was found'
             )
     for key, pod in objects.pods.items():
+        if (Pod, key) in stored:
+            continue
         try:
             effective_priority(pod, objects.pod_groups, objects.priority_classes)
+            name = pod.spec.priority_class_name
+            if name and name not in objects.priority_classes and pod.pod_group_name is None:
+                raise PriorityClassNotFound(name)
         except PriorityClassNotFound as err:
             raise ManifestError(
                 f'{sources[key].describe(pod.to_json())}: spec.priorityClassName: Not found: "{err.name}": {err}'

@@ -11,8 +11,9 @@ from scheduler.api.manifest import Source, parse_object, read_documents
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod import Pod
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, resolve_priority
+from tests.recorded import RECORDED
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "objects"
+FIXTURES = RECORDED / "objects"
 SCHEDULING_KINDS = ("Pod", "Node", "PriorityClass", "PodDisruptionBudget", "PodGroup", "Workload", "Queue")
 
 

@@ -1,7 +1,7 @@
 """A loopback kube-apiserver for tests that drive the real `kubernetes` client over HTTP.
 
 Why in-repo: the tests need fault injection, compaction and restarts on demand, and the wire
-format checked against the recorded kube-apiserver v1.36 bodies in `../shared/fixtures/`.
+format checked against the recorded kube-apiserver v1.36 bodies in `tests/fixtures/recorded/`.
 
 Use it through the pytest fixture (registered in `tests/conftest.py`)::
 

@@ -1,4 +1,4 @@
-"""The loopback server answers as the recorded kube-apiserver did (`../shared/fixtures/api`, `objects`)."""
+"""The loopback server answers as the recorded kube-apiserver did (`tests/fixtures/recorded/api`, `objects`)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import pytest
 from kubernetes import client, config, watch
 
 from tests.apiserver import ApiServer
+from tests.recorded import RECORDED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-if not FIXTURES.exists():
-    FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = RECORDED
 
 
 def recorded(name: str) -> Any:

@@ -23,8 +23,9 @@ from kubernetes import config
 from certs.controller import CertificateController, RotationSettings, settings_from_env
 from phalanx.cli import main
 from tests.apiserver import ApiServer
+from tests.recorded import RECORDED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "objects"
+FIXTURES = RECORDED / "objects"
 NS = "phalanx-system"
 SECRET = "phalanx-webhook-tls"
 MUTATING = "phalanx-mutating"

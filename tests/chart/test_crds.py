@@ -23,9 +23,10 @@ from scheduler.api.pod_group import PodGroup, PodGroupSpec
 from scheduler.api.queue import Queue, QueueSpec
 from scheduler.api.workload import PodGroupTemplate, Workload, WorkloadSpec
 from tests.chart.conftest import CHART
+from tests.recorded import RECORDED
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "objects"
+FIXTURES = RECORDED / "objects"
 GROUP_VERSION = "scheduling.phalanx.dev/v1alpha1"
 MODELS: dict[str, type[ApiModel]] = {"PodGroup": PodGroup, "Workload": Workload, "Queue": Queue}
 Doc = dict[str, Any]

@@ -20,6 +20,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import ApiModel
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.runner import Scheduler
+from scheduler.plugins import default_profile
 from tests.builders import (
     make_config,
     make_node,
@@ -109,7 +110,7 @@ def test_unparsable_toleration_warns_once_and_protects_nothing(
 
     code, out, err = simulate(capsys, path, "json")
     report = json.loads(out)
-    assert set(report) == {"bindings", "preemptions", "pending", "nodes"}
+    assert set(report) == {"bindings", "preemptions", "pending", "nodes", "decisions"}
     assert {p["victim"]: p["time"] for p in report["preemptions"]} == {"physics/sim": NOW}
     assert [b["pod"] for b in report["bindings"]] == ["batch/etl"]
     assert err.count("InvalidPreemptionToleration") == 1
@@ -226,7 +227,7 @@ def test_bad_min_runtime_is_zero_and_reported_once(
     assert err.count("InvalidMinRuntime") == len(want_rows)
     _, out, _ = simulate(capsys, path, "json")
     report = json.loads(out)
-    assert set(report) == {"bindings", "preemptions", "pending", "nodes"}
+    assert set(report) == {"bindings", "preemptions", "pending", "nodes", "decisions"}
     assert {p["victim"]: p["time"] for p in report["preemptions"]} == {"physics/sim": want_preempted_at}
 
 
@@ -249,7 +250,7 @@ def test_runner_records_each_finding_once_and_again_when_it_changes() -> None:
         ]
     )
     cluster = MemoryCluster(objects, NOW_DT)
-    scheduler = Scheduler(cluster, SchedulerConfiguration())
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration()))
     first = scheduler.schedule_pending()
     assert [w.reason for w in first.warnings] == ["InvalidPreemptionToleration"]
     for _ in range(3):

@@ -52,7 +52,7 @@ def profile_with(post_filter: RetryLater) -> Profile:
 
 def test_unschedulable_unit_waits_for_a_change_then_backs_off() -> None:
     cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="1").obj(), make_pod("p").req(cpu="2").obj()]), EPOCH)
-    scheduler = Scheduler(cluster, SchedulerConfiguration())
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration()))
     assert scheduler.schedule_pending().bindings == []
     assert scheduler.next_wakeup() is None, "nothing changed: nothing to wake for"
     assert scheduler.schedule_pending().units_tried == 0, "parked in the unschedulable pool"
@@ -82,7 +82,7 @@ def test_nominated_pod_returns_to_its_node() -> None:
     running = make_pod("r").req(cpu="4").on("busy").obj()
     pod = make_pod("p").req(cpu="1").nominated("busy").obj()
     cluster = MemoryCluster(cluster_of([busy, empty, running, pod]), EPOCH)
-    report = Scheduler(cluster, SchedulerConfiguration()).schedule_pending()
+    report = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration())).schedule_pending()
     assert [(b.pod, b.node) for b in report.bindings] == [("default/p", "busy")]
 
 
@@ -129,7 +129,7 @@ def test_binding_not_yet_visible_still_holds_its_node() -> None:
     """A pass after a binding the cache does not show yet must not give the same room away again."""
     cluster = LaggingCluster(cluster_of([make_node("n1").cap(cpu="2").obj(), make_pod("a").req(cpu="2").obj()]), EPOCH)
     cluster.freeze()
-    scheduler = Scheduler(cluster, SchedulerConfiguration())
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration()))
     assert [b.pod for b in scheduler.schedule_pending().bindings] == ["default/a"]
     cluster.create(make_pod("b").req(cpu="2").obj())
     cluster.freeze()

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from phalanx.cli import main
+from scheduler.api.manifest import KINDS
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -34,7 +35,7 @@ def test_json_has_exactly_the_documented_keys(tmp_path: Path, capsys: pytest.Cap
     )
     code, report, _ = simulate(capsys, write(tmp_path, "s.yaml", scenario))
     assert code == 0 and report is not None
-    assert set(report) == {"bindings", "preemptions", "pending", "nodes"}
+    assert set(report) == {"bindings", "preemptions", "pending", "nodes", "decisions"}
     assert report["bindings"] == [{"pod": "default/a", "node": "n1", "time": NOW}]
     assert report["preemptions"] == []
     assert [set(p) for p in report["pending"]] == [{"pod", "reason", "message"}]
@@ -253,3 +254,58 @@ def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], w
     err = capsys.readouterr().err
     assert code == 2
     assert want in err
+
+
+@pytest.mark.parametrize(
+    ("legacy_priority", "want_preempted"),
+    [
+        pytest.param(50, ["default/old"], id="spec.priority 50 is below the preemptor's 100: preempted"),
+        pytest.param(5000, [], id="spec.priority 5000 is above the preemptor's 100: kept, not taken as 0"),
+    ],
+)
+def test_dump_with_a_deleted_priority_class_runs_on_stored_priorities(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], legacy_priority: int, want_preempted: list[str]
+) -> None:
+    """Issue 11, defect 4: a `kubectl get -A -o yaml` dump whose running pod names a deleted class.
+
+    Stored objects (with a resourceVersion) are not admitted again: the pod's `spec.priority` is its
+    priority, as kube-scheduler has it, and the Warnings table says the class is missing.
+    """
+    items = [
+        make_priority_class("high", 100).stored().json(),
+        make_node("n1").cap(cpu="1").stored().json(),
+        make_pod("old").req(cpu="1").priority_class("legacy").priority(legacy_priority).on("n1").stored().json(),
+        make_pod("new").req(cpu="1").priority_class("high").priority(100).stored().json(),
+    ]
+    dump = write(tmp_path, "dump.yaml", yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    code, report, err = simulate(capsys, dump)
+    assert code == 0, err
+    assert report is not None
+    assert [p["victim"] for p in report["preemptions"]] == want_preempted
+    code = main(["simulate", "--now", NOW, dump])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "Warnings" in text and "PriorityClassNotFound" in text
+    assert "no PriorityClass with name legacy was found" in " ".join(text.split())
+
+
+def test_help_gives_a_kubectl_command_for_every_kind_simulate_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    """The what-if recipe names each kind `simulate` parses, ours group-qualified: on a cluster serving
+    `scheduling.k8s.io/v1alpha2`, plain `podgroups` would read the native PodGroups, not ours."""
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = capsys.readouterr().out
+    (command,) = [line for line in text.splitlines() if line.strip().startswith("kubectl get ")]
+    asked = set(command.split()[2].split(","))
+    native = "scheduling.k8s.io/v1alpha2"
+    for api_version, kind in KINDS:
+        if kind == "SchedulerConfiguration":
+            continue
+        plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+        group = api_version.rpartition("/")[0]
+        if api_version == native:
+            assert f"{plural}.{group}" in text, f"the help says how to add native {kind}s"
+        elif group == "scheduling.phalanx.dev":
+            assert f"{plural}.{group}" in asked, f"{kind} ({api_version}) must be read group-qualified"
+        else:
+            assert plural in asked, f"{kind} ({api_version}) is read by simulate but not fetched by the recipe"

@@ -26,10 +26,9 @@ import jsonpatch
 
 from certs.authority import generate_ca, issue_serving_certificate
 from tests.apiserver.server import ApiServer
+from tests.recorded import RECORDED
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = RECORDED
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -1,6 +1,6 @@
 """Recorded AdmissionReviews replayed over HTTPS to a real gunicorn, one case per rule.
 
-Each case starts from a fixture in `shared/fixtures/admission/`, optionally edited to break a rule, and
+Each case starts from a fixture in `tests/fixtures/recorded/admission/`, optionally edited to break a rule, and
 states the decision: for /mutate, the object after applying the returned JSONPatch; for /validate, the
 exact apiserver-style message.
 """

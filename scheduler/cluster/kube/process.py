@@ -22,6 +22,7 @@ from scheduler.cluster.kube.cluster import KubeCluster, NotLeader
 from scheduler.cluster.kube.leader_election import LeaderElector
 from scheduler.framework.runner import PassReport, Scheduler
 from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 
 log = structlog.get_logger(__name__)
@@ -108,7 +109,9 @@ class SchedulerProcess:
                 self.elector.became_leader.wait(0.2)
                 continue
             if scheduler is None:
-                scheduler = Scheduler(self.cluster, self.config, actuator=PreemptionActuator(self.cluster))
+                scheduler = Scheduler(
+                    self.cluster, self.config, default_profile(self.config), actuator=PreemptionActuator(self.cluster)
+                )
                 log.info("scheduling started", identity=self.identity)
             self.cluster.changed.clear()
             started = time.perf_counter()

@@ -9,6 +9,7 @@ from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.runner import Scheduler
 from scheduler.framework.snapshot_builder import build_snapshot
+from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.scenario import load_scenario
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
@@ -33,7 +34,9 @@ def cluster_with_group_victim(tmp_path: Path) -> tuple[MemoryCluster, Scheduler]
     path.write_text(yaml_documents(objects))
     scenario = load_scenario([str(path)], NOW)
     cluster = MemoryCluster(scenario.objects, NOW)
-    return cluster, Scheduler(cluster, scenario.config, actuator=PreemptionActuator(cluster))
+    return cluster, Scheduler(
+        cluster, scenario.config, default_profile(scenario.config), actuator=PreemptionActuator(cluster)
+    )
 
 
 def test_victims_marked_evented_and_deleted_with_grace(tmp_path: Path) -> None:
@@ -52,7 +55,7 @@ def test_victims_marked_evented_and_deleted_with_grace(tmp_path: Path) -> None:
     assert ("default/old-0", "Preempted", "default/train", "PodGroup") in events
     (preempting,) = [e for e in cluster.events if e.reason == "Preempting"]
     assert preempting.regarding == "default/train"
-    assert "victim default/old (priority 10) on n1, n2" in preempting.note
+    assert "victims: 1 unit (default/old), 2 pods on 2 nodes" in preempting.note
     group = cluster.objects().pod_groups["default/old"]
     assert any(c.type == "DisruptionTarget" and c.reason == "PreemptionByScheduler" for c in group.status.conditions)
     assert pods["default/train-0"].status.nominated_node_name in {"n1", "n2"}
@@ -78,7 +81,7 @@ def test_a_restarted_scheduler_does_not_preempt_again(tmp_path: Path) -> None:
     cluster, scheduler = cluster_with_group_victim(tmp_path)
     scheduler.schedule_pending()
     events = len(cluster.events)
-    restarted = Scheduler(cluster, scheduler.config, actuator=PreemptionActuator(cluster))
+    restarted = Scheduler(cluster, scheduler.config, scheduler.profile, actuator=PreemptionActuator(cluster))
     report = restarted.schedule_pending()
     assert len(cluster.events) == events
     assert [r.status.message() for _, r in report.post_filter] == [

@@ -11,6 +11,7 @@ from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import build_snapshot
 from scheduler.framework.status import Code, Status
+from scheduler.plugins import static_filters
 from scheduler.plugins.workload_preemption import WorkloadPreemption
 from scheduler.preemption.decision import Outcome, SpareReason
 from tests.builders import make_config, make_node, make_pod, make_podgroup, make_priority_class
@@ -59,7 +60,9 @@ def gang(snap: Snapshot) -> SchedulingUnit:
 
 def test_refused_plan_is_replaced_by_one_the_validator_accepts() -> None:
     snap = snapshot()
-    result = WorkloadPreemption(validators=(KeepTwoOfElastic(),)).post_filter(CycleState(), gang(snap), snap, {})
+    result = WorkloadPreemption(static_filters(), validators=(KeepTwoOfElastic(),)).post_filter(
+        CycleState(), gang(snap), snap, {}
+    )
     decision = result.explanation
     assert decision.outcome == Outcome.PREEMPT
     victims = sorted(v.key for v in result.victims)
@@ -69,5 +72,5 @@ def test_refused_plan_is_replaced_by_one_the_validator_accepts() -> None:
 
 def test_without_the_validator_the_cheapest_nodes_go() -> None:
     snap = snapshot()
-    result = WorkloadPreemption().post_filter(CycleState(), gang(snap), snap, {})
+    result = WorkloadPreemption(static_filters()).post_filter(CycleState(), gang(snap), snap, {})
     assert sorted(v.key for v in result.victims) == ["default/el-0", "default/el-1"]

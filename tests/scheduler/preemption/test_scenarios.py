@@ -51,6 +51,18 @@ def simulate(capsys: pytest.CaptureFixture[str], tmp_path: Path, objects: list[d
     return json.loads(out) if "json" in extra else out
 
 
+def six_on_two_nodes() -> list[dict[str, Any]]:
+    """Issue 11, defect 3: n1 runs 2 CPU at priority 10, n2 4 CPU at priority 5; six 1-CPU members
+    need only the priority-5 pod gone (2 + 4 CPU)."""
+    return [
+        make_priority_class("lowest", 5).json(),
+        *nodes(2),
+        running("p10", "n1", "2"),
+        running("p5", "n2", "4", "lowest"),
+        *(make_pod(f"six-{i}").req(cpu="1").group("six").json() for i in range(6)),
+    ]
+
+
 @dataclass
 class Case:
     objects: list[dict[str, Any]]
@@ -234,6 +246,20 @@ CASES = [
         ),
         id="delayed preemption: a gang that cannot be fully placed deletes nothing",
     ),
+    *(
+        pytest.param(
+            Case(
+                [
+                    *six_on_two_nodes(),
+                    policy.priority_class("high").json(),
+                ],
+                {"default/p5"},
+                {f"default/six-{i}": "" for i in range(6)},
+            ),
+            id=f"{name} group of six takes only the priority-5 pod: 2 + 4 CPU are enough (issue 11, defect 3)",
+        )
+        for name, policy in (("basic", make_podgroup("six").basic()), ("gang", make_podgroup("six").gang(6)))
+    ),
 ]
 
 
@@ -307,8 +333,8 @@ def test_retry_clears_a_nomination_that_no_longer_fits(capsys: pytest.CaptureFix
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str) -> str:
-    argv = ["simulate", str(EXAMPLES / name), "--now", "2026-11-22T12:00:00Z", "-o", output]
+def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str, *extra: str) -> str:
+    argv = ["simulate", str(EXAMPLES / name), "--now", "2026-11-22T12:00:00Z", "-o", output, *extra]
     assert main(argv) == 0
     return capsys.readouterr().out
 
@@ -316,9 +342,14 @@ def run_example(capsys: pytest.CaptureFixture[str], name: str, output: str) -> s
 def test_text_output_explains_each_decision(capsys: pytest.CaptureFixture[str]) -> None:
     text = run_example(capsys, "preemption-pdb.yaml", "text")
     assert "preemptor ops/urgent (priority 1000): preempting 1 unit(s)" in text
-    assert "victim batch/report (priority 10) on node-b" in text
-    assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in text
+    assert "victims: 1 unit (batch/report), 1 pod on 1 node; pods by priority: 10 (1); by namespace: batch (1)" in text
+    assert "binary-search bound: priority 10" in text
+    assert "spared 1 candidate: PodDisruptionBudget (1)" in text
     assert "preemptor ops/huge (priority 1000): no node fits the pod even after preempting" in text
+    assert "victim batch/report" not in text, "per-victim lines need -v"
+    verbose = run_example(capsys, "preemption-pdb.yaml", "text", "-v")
+    assert "victim batch/report (priority 10) on node-b" in verbose
+    assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in verbose
 
 
 def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.CaptureFixture[str]) -> None:
@@ -326,6 +357,8 @@ def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.Captur
     assert {p["victim"] for p in report["preemptions"]} == {"batch/batch-1", "batch/batch-2"}
     assert {b["pod"] for b in report["bindings"]} == {"ml/train-0", "ml/train-1", "ml/train-2"}
     text = run_example(capsys, "preemption-gang-over-pods.yaml", "text")
+    assert "spared 3 candidates: AboveBinarySearchBound (2), Reprieved (1)" in text
+    text = run_example(capsys, "preemption-gang-over-pods.yaml", "text", "-v")
     assert "spared batch/notebook (priority 10) by WorkloadPreemption: Reprieved" in text
     assert "spared dev/dev-1 (priority 100) by WorkloadPreemption: AboveBinarySearchBound" in text
 
@@ -350,4 +383,42 @@ def test_a_protected_victim_is_replaced_by_the_next_cheapest(
     report = simulate(capsys, tmp_path, objects, "-o", "json")
     assert {p["victim"] for p in report["preemptions"]} == {"default/busy"}
     text = simulate(capsys, tmp_path, objects, "-o", "text")
+    assert "spared 1 candidate: Protected (1)" in text
+    assert "protected by PreemptionToleration: default/calm tolerates preemption by priority 1000" in text
+    text = simulate(capsys, tmp_path, objects, "-o", "text", "-v")
     assert "spared default/calm (priority 10) by PreemptionToleration: Protected" in text
+
+
+def test_a_nomination_made_in_a_pass_holds_its_room_for_the_rest_of_the_pass(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`urgent` preempts `v` on n1 and is nominated there; `later` (lower priority), tried in the same
+    pass, must see that nomination (as kube-scheduler's nominator does) and preempt `w` on n2 at once,
+    not pick `v` again and lose the race for n1 when `urgent` binds."""
+    objects = [
+        *nodes(2),
+        running("v", "n1", "4"),
+        running("w", "n2", "4"),
+        pending_pod("urgent", "4", "high"),
+        pending_pod("later", "4", "mid"),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    decided = [(d["time"], d["preemptor"], [v["unit"] for v in d["victims"]]) for d in report["decisions"]]
+    assert decided == [(NOW, "default/urgent", ["default/v"]), (NOW, "default/later", ["default/w"])]
+    assert {b["pod"]: b["time"] for b in report["bindings"]} == {
+        "default/urgent": "2026-01-01T01:00:30Z",
+        "default/later": "2026-01-01T01:00:30Z",
+    }
+
+
+def test_a_basic_group_decision_shows_its_binary_search_bound(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    objects = [*six_on_two_nodes(), make_podgroup("six").basic().priority_class("high").json()]
+    (decision,) = simulate(capsys, tmp_path, objects, "-o", "json")["decisions"]
+    assert (decision["preemptor"], decision["bound"]) == ("default/six", 5)
+    assert [v["unit"] for v in decision["victims"]] == ["default/p5"]
+    assert decision["spared"] == [], "p10 is above the bound on a node no member needs: not a candidate"
+    text = simulate(capsys, tmp_path, objects, "-o", "text")
+    assert "preemptor default/six (priority 1000): preempting 1 unit(s) to place 4 member(s)" in text
+    assert "binary-search bound: priority 5 (no victim above it" in text

@@ -228,5 +228,5 @@ def test_whole_group_victim_reason_and_explanation() -> None:
     assert victim.reason == VictimReason.WHOLE_GROUP
     assert victim.pods == ("ns/grp-0", "ns/grp-1")
     assert victim.nodes == ("n1", "n2")
-    text = "\n".join(decision.explain())
+    text = "\n".join(decision.explain(verbose=True))
     assert "victim ns/grp (priority 3) on n1, n2" in text
