@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.metadata
 import threading
 import time
 from collections.abc import Iterator
@@ -59,13 +60,19 @@ NATIVE_WORKLOADS = Resource(_NATIVE_GROUP, _NATIVE_VERSION, "workloads", Workloa
 NATIVE_POD_GROUPS = Resource(_NATIVE_GROUP, _NATIVE_VERSION, "podgroups", PodGroup, True)
 
 
+USER_AGENT = f"phalanx-webhook/{importlib.metadata.version('phalanx')}"
+"""How the API server's audit log and metrics tell the webhook's requests from the scheduler's."""
+
+
 def api_client_from(kubeconfig: str | None) -> client.ApiClient:
     """A client from a kubeconfig file, or from the pod's service account when none is given."""
     if kubeconfig:
         api_client: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        return api_client
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    else:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api_client = client.ApiClient()
+    api_client.user_agent = USER_AGENT
+    return api_client
 
 
 def _say(level: str, event: str, **fields: Any) -> None:

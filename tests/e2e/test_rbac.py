@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.chart.conftest import NAMESPACE
-from tests.chart.rbac import Access, Grant, grants_of
+from tests.chart.rbac import Access, grants_of
 from tests.e2e.control_plane import Json, wait_for
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
@@ -27,9 +27,16 @@ def access_of(event: Json) -> Access:
     return Access(event["verb"], ref.get("apiGroup", ""), resource, ref.get("namespace", ""), ref.get("name", ""))
 
 
-def service_accounts(stack: Stack) -> list[str]:
-    """The ServiceAccounts of the two Deployments the suite runs (the uninstall hook's Job is not run here)."""
-    return [d["spec"]["template"]["spec"]["serviceAccountName"] for d in stack.of_kind("Deployment")]
+COMPONENT = "app.kubernetes.io/component"
+
+
+def service_accounts(stack: Stack) -> dict[str, str]:
+    """ServiceAccount -> the user agent of the component that runs as it (scheduler, webhook), for the two
+    Deployments the suite runs (the uninstall hook's Job is not run here)."""
+    return {
+        d["spec"]["template"]["spec"]["serviceAccountName"]: f"phalanx-{d['metadata']['labels'][COMPONENT]}"
+        for d in stack.of_kind("Deployment")
+    }
 
 
 def full_run(pool: Pool) -> None:
@@ -69,12 +76,16 @@ def test_every_grant_is_used_and_nothing_is_forbidden(
     forbidden = [str(access_of(e)) for e in plane.authorized("forbid")]
     assert forbidden == [], "requests RBAC refused our components:\n" + "\n".join(forbidden)
     # A look-up that finds nothing (404) or a write admission refuses needed its grant as much as a success.
-    allowed = [access_of(e) for e in plane.authorized("allow")]
-    grants: list[Grant] = []
-    for account in service_accounts(phalanx):
-        grants += grants_of(phalanx.docs, NAMESPACE, account)
-    unused = sorted({str(g) for g in grants if not any(g.covers(a) for a in allowed)})
-    assert unused == [], "grants no request of the run needed:\n" + "\n".join(unused)
+    # Both components run as `user`: each one's requests are told apart by its user agent.
+    allowed = plane.authorized("allow")
+    unused: list[str] = []
+    for account, component in service_accounts(phalanx).items():
+        used = [access_of(e) for e in allowed if e.get("userAgent", "").startswith(f"{component}/")]
+        assert used, f"no request with user agent {component}/..."
+        unused += [
+            f"{g} for {component}" for g in grants_of(phalanx.docs, NAMESPACE, account) if not any(map(g.covers, used))
+        ]
+    assert unused == [], "grants no request of the run needed:\n" + "\n".join(sorted(set(unused)))
 
 
 def test_no_credential_reaches_a_log(phalanx: Stack) -> None:
