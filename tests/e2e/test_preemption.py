@@ -63,18 +63,24 @@ def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> No
     assert preempted_events == want_preempted
 
 
-def test_lone_pod_preempts_on_one_node_only(pool: Pool) -> None:
+@pytest.mark.parametrize("grace", [0, 30], ids=["victim-vanishes-at-once", "victim-terminates-gracefully"])
+def test_lone_pod_preempts_on_one_node_only(pool: Pool, grace: int) -> None:
     nodes = pool.add_nodes(2, cpu="4")
     low = pool.priority_class("low", 10)
     lower = pool.priority_class("lower", 5)
     pool.create(
-        pool.pod("a0", cpu="2", priority_class=low, node=nodes[0], grace=0),
-        pool.pod("a1", cpu="2", priority_class=low, node=nodes[0], grace=0),
-        pool.pod("b0", cpu="3", priority_class=lower, node=nodes[1], grace=0),
+        pool.pod("a0", cpu="2", priority_class=low, node=nodes[0], grace=grace),
+        pool.pod("a1", cpu="2", priority_class=low, node=nodes[0], grace=grace),
+        pool.pod("b0", cpu="3", priority_class=lower, node=nodes[1], grace=grace),
     )
     high = pool.priority_class("high", 100)
     pool.create(pool.pod("big", cpu="3", priority_class=high))
 
+    if grace:
+        wait_for(lambda: [p["metadata"]["name"] for p in pool.terminating()] == ["b0"], what="b0 preempted")
+        big = pool.read_pod("big") or {}
+        assert big.get("status", {}).get("nominatedNodeName") == nodes[1]
+        assert pool.finish_terminating() == ["b0"]
     placed = pool.wait_bound(["big"])
     assert placed == {"big": nodes[1]}
     assert set(pool.bound(["a0", "a1"])) == {"a0", "a1"}, "the other node's pods are untouched"
