@@ -60,12 +60,19 @@ def node_of(server: ApiServer, name: str, namespace: str = "default") -> str | N
 class Replica:
     """`SchedulerProcess.run` in a thread; `stop()` is a graceful shutdown (the Lease is released)."""
 
-    def __init__(self, server: ApiServer, kubeconfig: Path, config: SchedulerConfiguration, identity: str) -> None:
+    def __init__(
+        self,
+        server: ApiServer,
+        kubeconfig: Path,
+        config: SchedulerConfiguration,
+        identity: str,
+        idle_seconds: float = 1.0,
+    ) -> None:
         self.process = SchedulerProcess(
             api_client_from(kubeconfig),
             config,
             identity=identity,
-            idle_seconds=1.0,
+            idle_seconds=idle_seconds,
             watch_timeout_seconds=30,
             request_timeout_seconds=1.0,
         )

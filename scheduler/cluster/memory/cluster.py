@@ -2,7 +2,8 @@
 
 Writes behave as the real ones do for the scheduler: a bound pod starts running at once; a deleted
 pod that runs on a node keeps its resources until its grace period (`terminationGracePeriodSeconds`,
-default 30 s) has passed on the virtual clock, then disappears; a pending pod is deleted at once.
+default 30 s) has passed on the virtual clock, then disappears; a pending pod, or one deleted with a
+grace period of 0, is deleted at once (counted in `removed`, so the driver wakes the scheduler for it).
 Every write replaces the object (copy-on-write) and bumps `resourceVersion`, as the API server
 does, so readers holding old objects see a consistent past. Bindings, events and preemptions (a pod
 deleted while it carried a `DisruptionTarget` condition) are recorded for the simulation report.
@@ -69,6 +70,9 @@ class MemoryCluster:
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
         self.gates_removed: list[tuple[str, str, datetime]] = []
+        self.removed = 0
+        """Pods a write removed at once (unbound, or a grace period of 0): each is a change no pass has
+        seen yet, as a watch's DELETED event is on a real cluster; the driver runs a pass for it."""
         for key, pod in objects.pods.items():
             deleted = pod.metadata.deletion_timestamp
             if deleted is not None and pod.spec.node_name:
@@ -215,6 +219,7 @@ class MemoryCluster:
             self._record_preemption(current, target)
         if not current.spec.node_name or grace <= 0:
             del self._objects.pods[pod.key]
+            self.removed += 1
             return
         self._objects.pods[pod.key] = current.model_copy(
             update={

@@ -351,3 +351,23 @@ def test_a_protected_victim_is_replaced_by_the_next_cheapest(
     assert {p["victim"] for p in report["preemptions"]} == {"default/busy"}
     text = simulate(capsys, tmp_path, objects, "-o", "text")
     assert "spared default/calm (priority 10) by PreemptionToleration: Protected" in text
+
+
+@pytest.mark.parametrize("grace", [pytest.param(0, id="victims vanish at once"), pytest.param(30, id="30 s grace")])
+@pytest.mark.parametrize("preemptor", [pytest.param("gang", id="gang"), pytest.param("pod", id="lone pod")])
+def test_deleted_victims_wake_the_preemptor(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, grace: int, preemptor: str
+) -> None:
+    """Any deletion, whatever its grace period, wakes the unit waiting for that room (issue 11, defect 2)."""
+    victims = [
+        make_pod(f"low-{i}").req(cpu="4").priority_class("low").grace(grace).on(f"n{i}", STARTED).json()
+        for i in (1, 2)
+    ]
+    arrivals = gang("train", 2, "4") if preemptor == "gang" else [pending_pod("train-0", "4")]
+    report = simulate(capsys, tmp_path, [*nodes(2), *victims, *arrivals], "-o", "json")
+    want_victims = {"default/low-1", "default/low-2"} if preemptor == "gang" else {"default/low-1"}
+    assert {p["victim"] for p in report["preemptions"]} == want_victims
+    bound = {b["pod"]: b["time"] for b in report["bindings"]}
+    members = {"default/train-0", "default/train-1"} if preemptor == "gang" else {"default/train-0"}
+    assert set(bound) == members, report["pending"]
+    assert report["pending"] == []
