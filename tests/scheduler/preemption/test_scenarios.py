@@ -360,8 +360,7 @@ def test_deleted_victims_wake_the_preemptor(
 ) -> None:
     """Any deletion, whatever its grace period, wakes the unit waiting for that room (issue 11, defect 2)."""
     victims = [
-        make_pod(f"low-{i}").req(cpu="4").priority_class("low").grace(grace).on(f"n{i}", STARTED).json()
-        for i in (1, 2)
+        make_pod(f"low-{i}").req(cpu="4").priority_class("low").grace(grace).on(f"n{i}", STARTED).json() for i in (1, 2)
     ]
     arrivals = gang("train", 2, "4") if preemptor == "gang" else [pending_pod("train-0", "4")]
     report = simulate(capsys, tmp_path, [*nodes(2), *victims, *arrivals], "-o", "json")
