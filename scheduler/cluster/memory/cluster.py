@@ -22,7 +22,7 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import AlreadyBound, ClusterObjects, object_key
+from scheduler.framework.cluster import AlreadyBound, ClusterObjects, WriteRefused, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -148,6 +148,10 @@ class MemoryCluster:
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
 
+    def refused_bindings(self) -> list[str]:
+        """None: a Binding here is made at once, or refused by raising."""
+        return []
+
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
         current = self._current(pod)
         if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
@@ -162,9 +166,15 @@ class MemoryCluster:
         self.gates_removed.append((pod.key, gate, self._now))
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        """As kube-apiserver: a Binding clears the nomination, and a bound pod takes none (422)."""
         current = self._current(pod)
         if current is None or current.status.nominated_node_name == node_name:
             return
+        if node_name and current.spec.node_name:
+            raise WriteRefused(
+                f'nominate {pod.key}: 422 Invalid: Pod "{pod.metadata.name}" is invalid: status.nominatedNodeName: '
+                "Forbidden: may not be set on pods that are already bound to a node"
+            )
         self._objects.pods[pod.key] = current.model_copy(
             update={
                 "metadata": self._bump(current.metadata),
