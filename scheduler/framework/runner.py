@@ -205,8 +205,9 @@ class Scheduler:
             message = f"the API server refused a write, retrying after a backoff: {err}"
             log.warning("write refused", unit=unit.key, error=str(err))
         else:
-            message = f"scheduling cycle failed, retrying after a backoff: {err!r}"
-            log.error("scheduling cycle failed", unit=unit.key, error=repr(err))
+            first_line = next(iter(str(err).splitlines()), "")
+            message = f"scheduling cycle failed, retrying after a backoff: {type(err).__name__}: {first_line}"
+            log.error("scheduling cycle failed", unit=unit.key, exc_info=err)
         attempts = self._refusals[unit.key] = self._refusals.get(unit.key, 0) + 1
         self.queue.back_off(unit.key, now, attempts)
         regarding = unit.group if unit.group is not None else unit.members[0].pod
