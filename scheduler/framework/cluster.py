@@ -56,8 +56,8 @@ class Cluster(Protocol):
     def bind(self, pod: Pod, node_name: str) -> None:
         """POST pods/binding; a pod already bound elsewhere raises `AlreadyBound`."""
 
-    def refused_bindings(self) -> list[str]:
-        """Pods (`namespace/name`) whose Binding, sent in the background, was refused since the last call."""
+    def refused_writes(self) -> list[BackgroundRefusal]:
+        """Writes sent in the background (Bindings, gate removals) refused since the last call."""
         ...
 
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
@@ -78,6 +78,15 @@ class Cluster(Protocol):
     def record_event(
         self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
     ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundRefusal:
+    """A write a back end sent after the call that asked for it returned, and the server refused:
+    `operation` is `bind` or `remove_gate`, `pod` the pod's `namespace/name`."""
+
+    operation: str
+    pod: str
 
 
 class AlreadyBound(Exception):

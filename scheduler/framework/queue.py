@@ -63,12 +63,13 @@ class SchedulingQueue:
         self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
         self._failed_this_pass.add(unit.key)
 
-    def back_off(self, key: str, now: datetime, attempts: int) -> None:
-        """A write for unit `key` was refused: retry it once the backoff for `attempts` has passed,
-        whether or not the cluster changes meanwhile (DESIGN.md, invariant 7)."""
+    def back_off(self, key: str, now: datetime, attempts: int) -> datetime:
+        """A write for unit `key` was refused: retry it once the backoff for `attempts` has passed
+        (returned), whether or not the cluster changes meanwhile (DESIGN.md, invariant 7)."""
         parked = _Parked(attempts, now, self._fingerprint, None)
         parked.until = self._backoff_until(parked)
         self._parked[key] = parked
+        return parked.until
 
     def settle(self, fingerprint: int) -> None:
         """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after.

@@ -114,6 +114,8 @@ class Scheduler:
         """For each assumed pod, the unit it was bound for: the unit retried if its Binding is refused."""
         self._refusals: dict[str, int] = {}
         """Per unit, refused writes in a row: each one doubles its backoff, until a write for it goes through."""
+        self._retry_at: dict[str, datetime] = {}
+        """Units backing off after a refused write: not retried, and their gates kept, before this time."""
         self._reported: dict[str, set[WarningKey]] = {}
         """Per configuration check, the findings of its last answer: those are not reported again."""
 
@@ -121,14 +123,20 @@ class Scheduler:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
 
     def next_wakeup(self) -> datetime | None:
-        """When a parked unit becomes ready again with no other change (backoff or a PostFilter `until`)."""
-        return self.queue.next_wakeup()
+        """When a parked unit becomes ready again with no other change (backoff, a PostFilter `until`,
+        the end of a refused write's backoff)."""
+        times = [t for t in (self.queue.next_wakeup(), *self._retry_at.values()) if t is not None]
+        return min(times) if times else None
 
     def schedule_pending(self) -> PassReport:
         now = self.cluster.now()
         report = PassReport(time=now)
-        self._confirm_assumed(self.cluster.objects(), now)
-        snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
+        for key in [k for k, at in self._retry_at.items() if at <= now]:
+            del self._retry_at[key]
+        objects = self.cluster.objects()
+        self._take_refusals(objects, now)
+        self._confirm_assumed(objects)
+        snapshot = build_snapshot(objects, now, self.config, self._cache, self._assumed)
         if self._remove_gang_gates(snapshot):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
         self._report_warnings(snapshot, report)
@@ -173,19 +181,29 @@ class Scheduler:
                 report.warnings.append(warning)
             self._reported[check.name] = current
 
-    def _confirm_assumed(self, objects: ClusterObjects, now: datetime) -> None:
-        """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone), and those
-        the back end says were refused (it sends Bindings in the background and records why in a
-        Warning Event): such a pod must not stay assumed on a node it is not on, and its unit is
-        retried after a backoff.
-        """
-        for key in self.cluster.refused_bindings():
-            if self._assumed.pop(key, None) is None:
-                continue
-            unit = self._binding_units.pop(key, key)
-            attempts = self._refusals[unit] = self._refusals.get(unit, 0) + 1
-            self.queue.back_off(unit, now, attempts)
-            log.warning("binding refused, retrying", pod=key, unit=unit, attempts=attempts)
+    def _take_refusals(self, objects: ClusterObjects, now: datetime) -> None:
+        """Writes the back end sent in the background and the server refused (it recorded why in a
+        Warning Event on the pod): a pod whose Binding was refused must not stay assumed on a node it
+        is not on; either way its unit is retried after a backoff, its gates kept meanwhile."""
+        units: set[str] = set()
+        for refusal in self.cluster.refused_writes():
+            if refusal.operation == "bind":
+                self._assumed.pop(refusal.pod, None)
+            pod = objects.pods.get(refusal.pod)
+            group = pod.pod_group_name if pod is not None else None
+            derived = f"{pod.metadata.namespace or 'default'}/{group}" if pod is not None and group else refusal.pod
+            units.add(self._binding_units.pop(refusal.pod, derived))
+        for unit in sorted(units):
+            until = self._back_off(unit, now)
+            log.warning("write refused, retrying", unit=unit, retry_at=rfc3339(until))
+
+    def _back_off(self, unit: str, now: datetime) -> datetime:
+        attempts = self._refusals[unit] = self._refusals.get(unit, 0) + 1
+        until = self._retry_at[unit] = self.queue.back_off(unit, now, attempts)
+        return until
+
+    def _confirm_assumed(self, objects: ClusterObjects) -> None:
+        """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone)."""
         for key in list(self._assumed):
             pod = objects.pods.get(key)
             if pod is None or pod.spec.node_name or pod.is_terminal:
@@ -208,8 +226,7 @@ class Scheduler:
             first_line = next(iter(str(err).splitlines()), "")
             message = f"scheduling cycle failed, retrying after a backoff: {type(err).__name__}: {first_line}"
             log.error("scheduling cycle failed", unit=unit.key, exc_info=err)
-        attempts = self._refusals[unit.key] = self._refusals.get(unit.key, 0) + 1
-        self.queue.back_off(unit.key, now, attempts)
+        self._back_off(unit.key, now)
         regarding = unit.group if unit.group is not None else unit.members[0].pod
         self.cluster.record_event(regarding, "Warning", "FailedScheduling", message)
         for member in unit.members:
@@ -230,6 +247,8 @@ class Scheduler:
         for info in self._pending_pods(snapshot):
             if not any(g.name == gate for g in info.pod.spec.scheduling_gates):
                 continue
+            if self._retry_at.get(info.group_key or info.key, snapshot.now) > snapshot.now:
+                continue  # a refused write: its gates stay until the backoff is over
             if info.group_key is not None:
                 group = snapshot.groups.get(info.group_key)
                 if group is None or len(snapshot.members.get(info.group_key, ())) < group.min_count:

@@ -7,6 +7,7 @@ Refusals come from the loopback server's fault injection, with the bodies kube-a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from tests.apiserver import ApiServer
 from tests.apiserver.server import status_body
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.kube.replica import Replica, fast_config, node_of, wait_for
+from tests.kube.replica import GATE, Replica, fast_config, node_of, wait_for
 
 FORBIDDEN = status_body(
     403,
@@ -138,3 +139,25 @@ def test_refused_binding_is_retried_and_other_pods_bind(
     assert warning["type"] == "Warning"
     assert warning["note"].startswith("Binding rejected: 403 Forbidden"), warning["note"]
     assert len(apiserver.requests_matching("POST", "/api/v1/namespaces/default/pods/p/binding")) == 4
+
+
+def test_refused_gate_removal_backs_off_and_the_gang_binds_whole(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """w0's gate removal is refused: w0 is not left assumed (its Binding waited for the gate), the gang
+    retries after a backoff rather than at once, and both members bind once the server accepts."""
+    apiserver.create(make_node("n0").cap(cpu="8", memory="8Gi").json())
+    apiserver.create(make_podgroup("train").gang(2).json())
+    for i in range(2):
+        apiserver.create(make_pod(f"w{i}").req(cpu="1").group("train").gate(GATE).json())
+    body = status_body(403, "Forbidden", 'pods "w0" is forbidden: refused by a test', {"name": "w0", "kind": "pods"})
+    refusal = apiserver.fail("PATCH", "/api/v1/namespaces/default/pods/w0", 403, times=10_000, body=body)
+    start(apiserver, kubeconfig, replicas)
+    warning = wait_for(lambda: events(apiserver, "default", "w0", "FailedScheduling"))[0]
+    assert warning["note"].startswith(f"Removing scheduling gate {GATE}: 403 Forbidden"), warning["note"]
+    time.sleep(2)
+    attempts = 10_000 - refusal.remaining
+    assert 2 <= attempts < 40, f"{attempts} gate removals in 2 s: retried with backoff, not pass after pass"
+    assert node_of(apiserver, "w0") is None
+    refusal.remaining = 0
+    wait_for(lambda: node_of(apiserver, "w0") and node_of(apiserver, "w1"))

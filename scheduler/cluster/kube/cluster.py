@@ -50,7 +50,7 @@ from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
 from scheduler.cluster.kube.informer import Informer
 from scheduler.cluster.kube.refusal import answer, refusals
-from scheduler.framework.cluster import ClusterObjects, PassAborted, object_key
+from scheduler.framework.cluster import BackgroundRefusal, ClusterObjects, PassAborted, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -146,7 +146,7 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
-        self._refused_bindings: list[str] = []
+        self._refused: list[BackgroundRefusal] = []
         self._copies: dict[tuple[str, str], tuple[Pod, str, Pod]] = {}
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
@@ -388,6 +388,7 @@ class KubeCluster:
         with self._lock:
             ungating = self._ungating.get(key)
         if ungating is not None and not self._wait_quietly(ungating[1]):
+            self._refuse("bind", key)  # the gate removal's failure has its own Warning
             self._forget_binding(key)
             return
         try:
@@ -424,17 +425,20 @@ class KubeCluster:
         except CancelledError:
             return False
 
-    def refused_bindings(self) -> list[str]:
+    def refused_writes(self) -> list[BackgroundRefusal]:
         with self._lock:
-            refused, self._refused_bindings = self._refused_bindings, []
+            refused, self._refused = self._refused, []
         return refused
+
+    def _refuse(self, operation: str, key: str) -> None:
+        with self._lock:
+            self._refused.append(BackgroundRefusal(operation, key))
 
     def _binding_refused(self, pod: Pod, exc: Exception) -> None:
         """The pod shows pending again and the runner retries it after a backoff; the Warning is
         kube-scheduler's for a refused Binding."""
         self.record_event(pod, "Warning", "FailedScheduling", f"Binding rejected: {answer(exc)}")
-        with self._lock:
-            self._refused_bindings.append(object_key(pod))
+        self._refuse("bind", object_key(pod))
         self._forget_binding(object_key(pod))
 
     def _forget_binding(self, key: str) -> None:
@@ -464,6 +468,8 @@ class KubeCluster:
             return True
         except Exception as exc:
             log.warning("gate removal failed", pod=key, gate=gate, error=type(exc).__name__)
+            self.record_event(pod, "Warning", "FailedScheduling", f"Removing scheduling gate {gate}: {answer(exc)}")
+            self._refuse("remove_gate", key)
             self.changed.set()
             return False
         finally:

@@ -27,9 +27,12 @@ FAILED_WRITES = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
 def answer(exc: BaseException) -> str:
-    """`422 Invalid: Pod "m1" is invalid: ...`, `503 ServiceUnavailable`, or `no answer (ReadTimeoutError)`."""
-    if not isinstance(exc, ApiException):
+    """`422 Invalid: Pod "m1" is invalid: ...`, `503 ServiceUnavailable`, `no answer (ReadTimeoutError)`,
+    or for anything else its type and first line."""
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return f"no answer ({type(exc).__name__})"
+    if not isinstance(exc, ApiException):
+        return f"{type(exc).__name__}: {next(iter(str(exc).splitlines()), '')}"[:ANSWER_LIMIT]
     body = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else exc.body
     try:
         status = json.loads(body or "")

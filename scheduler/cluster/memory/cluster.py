@@ -22,7 +22,7 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import AlreadyBound, ClusterObjects, WriteRefused, object_key
+from scheduler.framework.cluster import AlreadyBound, BackgroundRefusal, ClusterObjects, WriteRefused, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -148,8 +148,8 @@ class MemoryCluster:
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
 
-    def refused_bindings(self) -> list[str]:
-        """None: a Binding here is made at once, or refused by raising."""
+    def refused_writes(self) -> list[BackgroundRefusal]:
+        """None: every write here is made at once, or refused by raising."""
         return []
 
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
