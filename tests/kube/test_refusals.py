@@ -161,3 +161,24 @@ def test_refused_gate_removal_backs_off_and_the_gang_binds_whole(
     assert node_of(apiserver, "w0") is None
     refusal.remaining = 0
     wait_for(lambda: node_of(apiserver, "w0") and node_of(apiserver, "w1"))
+
+
+def test_a_write_that_times_out_fails_only_its_unit(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """The victim's DisruptionTarget patch gets no answer (every retry of one attempt hangs past the
+    client's timeout): `urgent` gets a Warning and is retried, `small` is bound in the same pass."""
+    apiserver.create(make_priority_class("low", 10).json())
+    apiserver.create(make_priority_class("high", 1000).json())
+    apiserver.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
+    apiserver.create(make_node("n1").cap(cpu="4", memory="8Gi").json())
+    apiserver.create(make_pod("victim").ns("a").req(cpu="4").priority_class("low").on("n0").json())
+    apiserver.create(make_pod("keeper").ns("a").req(cpu="2").priority_class("high").on("n1").json())
+    apiserver.create(make_pod("urgent").ns("a").req(cpu="4").priority_class("high").json())
+    apiserver.create(make_pod("small").ns("b").req(cpu="1").json())
+    apiserver.hang("PATCH", "/api/v1/namespaces/a/pods/victim/status", seconds=2, times=6)
+    start(apiserver, kubeconfig, replicas)
+    warning = wait_for(lambda: events(apiserver, "a", "urgent", "FailedScheduling"), timeout=40)[0]
+    assert "set_condition a/victim: no answer" in warning["note"], warning["note"]
+    wait_for(lambda: node_of(apiserver, "small", "b") == "n1")
+    wait_for(lambda: node_of(apiserver, "urgent", "a") == "n0")
