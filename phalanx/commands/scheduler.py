@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -11,10 +10,10 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-import structlog
 import yaml
 from pydantic import ValidationError
 
+from phalanx import logs
 from scheduler.api.config import SchedulerConfiguration
 
 
@@ -63,21 +62,8 @@ def load_config(path: str | None) -> SchedulerConfiguration:
 
 def configure_logging(verbose: bool) -> None:
     """Console lines by default; `PHALANX_LOG_FORMAT=json` and `PHALANX_LOG_LEVEL` as the chart sets them."""
-    level_name = "debug" if verbose else os.environ.get("PHALANX_LOG_LEVEL", "info")
-    level = logging.getLevelNamesMapping().get(level_name.upper(), logging.INFO)
-    processors: list[structlog.typing.Processor] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso"),
-    ]
-    if os.environ.get("PHALANX_LOG_FORMAT") == "json":
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
-    else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
-    structlog.configure(
-        processors=processors,
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-    )
+    level = "debug" if verbose else os.environ.get("PHALANX_LOG_LEVEL", "info")
+    logs.configure_logging(level, json_format=os.environ.get("PHALANX_LOG_FORMAT") == "json")
 
 
 def run(args: argparse.Namespace) -> int:

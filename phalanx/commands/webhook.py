@@ -53,23 +53,10 @@ def _start_certificate_controller(args: argparse.Namespace) -> CertificateContro
 
 
 def _configure_logging(level: str) -> None:
-    """Key=value lines on stderr; JSON when the chart sets PHALANX_LOG_FORMAT=json (log shippers)."""
-    import logging
+    """Console lines on stderr; JSON when the chart sets PHALANX_LOG_FORMAT=json (log shippers)."""
+    from phalanx import logs
 
-    import structlog
-
-    json_logs = os.environ.get("PHALANX_LOG_FORMAT", "text") == "json"
-    renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-    )
+    logs.configure_logging(level, json_format=os.environ.get("PHALANX_LOG_FORMAT", "text") == "json")
 
 
 def _fail(message: str) -> int:

@@ -2,7 +2,8 @@
 
 Reads come from `objects()`, a consistent view (the informer cache, or the simulator's store). Writes
 are the few API calls a scheduler makes; each is idempotent so that a restarted scheduler can replay
-them (DESIGN.md, invariant 6).
+them (DESIGN.md, invariant 6). A write made during a pass that the server refuses raises
+`WriteRefused`, which fails only the unit it was for (invariant 7); `PassAborted` stops the pass.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ class Cluster(Protocol):
     def bind(self, pod: Pod, node_name: str) -> None:
         """POST pods/binding; a pod already bound elsewhere raises `AlreadyBound`."""
 
+    def refused_writes(self) -> list[BackgroundRefusal]:
+        """Writes sent in the background (Bindings, gate removals) refused since the last call."""
+        ...
+
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
         """Remove one gate (ours), guarded so a concurrent change to the gates is not lost."""
 
@@ -75,5 +80,29 @@ class Cluster(Protocol):
     ) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class BackgroundRefusal:
+    """A write a back end sent after the call that asked for it returned, and the server refused:
+    `operation` is `bind` or `remove_gate`, `pod` the pod's `namespace/name`."""
+
+    operation: str
+    pod: str
+
+
 class AlreadyBound(Exception):
     """The pod was bound by someone else (HTTP 409 on pods/binding): treat it as placed."""
+
+
+class WriteRefused(Exception):
+    """The API server refused a write, or it never completed (422, 409, 403, a 5xx or a timeout once
+    the back end's own retries are spent): only the unit it was made for fails (DESIGN.md, invariant 7).
+
+    The message names the write, the object and the server's answer in one short line, e.g.
+    `nominate ml/m1: 422 Invalid: Pod "m1" is invalid: ...`; it never carries request headers or
+    credentials (invariant 8), so it can go into an Event and a log as it is.
+    """
+
+
+class PassAborted(Exception):
+    """The back end may no longer act for this scheduler (its replica lost the Lease): the pass stops
+    at once, and no unit is blamed for it."""

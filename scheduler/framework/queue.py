@@ -3,7 +3,8 @@
 As kube-scheduler's PriorityQueue, with pools: *active* (tried this pass, highest priority first,
 then oldest), *backoff* (failed, the cluster changed since, waiting out an exponential backoff),
 *unschedulable* (failed, waiting for the cluster to change or for a PostFilter's `until`) and
-*gated* (rejected by a PreEnqueue plugin, re-checked every pass). "The cluster changed" is a
+*gated* (rejected by a PreEnqueue plugin, re-checked every pass). A unit one of whose writes the
+API server refused waits out its backoff and is then retried, change or not. "The cluster changed" is a
 fingerprint of the nodes and of what is placed on them, so a pass that changes nothing does not
 wake anything: the simulator can tell when nothing more can happen.
 """
@@ -61,6 +62,14 @@ class SchedulingQueue:
             until = None  # "retry at a time already past" would retry every pass with nothing changed
         self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
         self._failed_this_pass.add(unit.key)
+
+    def back_off(self, key: str, now: datetime, attempts: int) -> datetime:
+        """A write for unit `key` was refused: retry it once the backoff for `attempts` has passed
+        (returned), whether or not the cluster changes meanwhile (DESIGN.md, invariant 7)."""
+        parked = _Parked(attempts, now, self._fingerprint, None)
+        parked.until = self._backoff_until(parked)
+        self._parked[key] = parked
+        return parked.until
 
     def settle(self, fingerprint: int) -> None:
         """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after.

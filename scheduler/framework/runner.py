@@ -4,8 +4,14 @@ A pass: read the cluster, remove our gang gate from gangs that became ready, bui
 PreEnqueue, then pop units (a lone pod, or every pending member of a PodGroup) in priority order and
 place each one on the snapshot (static mask cached per pod shape, resource fit, score). A gang binds
 only if at least `minCount` members are placed, else its trial placements are rolled back. A unit
-that does not fit runs the PostFilter plugins; a proposal with victims or nominations is handed to the
-actuator. Time comes only from `cluster.now()`, so the same code runs on the simulator's clock.
+that does not fit runs the PostFilter plugins, for the members still pending (never one bound in this
+pass); a proposal with victims or nominations is handed to the actuator. Time comes only from
+`cluster.now()`, so the same code runs on the simulator's clock.
+
+A write the API server refuses (or a bug in one unit's cycle) fails that unit only (DESIGN.md,
+invariant 7): a `FailedScheduling` Warning on it, `SchedulerError` on its pending members, and a retry
+after a backoff that doubles while the refusals go on; the pass goes on with the next unit. A refused
+Binding, which the back end sends in the background, is reported at the next pass and treated alike.
 
 Each pass also asks the configuration checks what their plugins ignore (a bad toleration annotation,
 a bad min-runtime, a missing PriorityClass) and reports each finding once: a `Warning` Event on the
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -28,7 +34,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition, rfc3339
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
-from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects, object_key
+from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects, PassAborted, WriteRefused, object_key
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
@@ -100,6 +106,12 @@ class Scheduler:
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
         self._cache = PodInfoCache()
         self._assumed: dict[str, str] = {}
+        self._binding_units: dict[str, str] = {}
+        """For each assumed pod, the unit it was bound for: the unit retried if its Binding is refused."""
+        self._refusals: dict[str, int] = {}
+        """Per unit, refused writes in a row: each one doubles its backoff, until a write for it goes through."""
+        self._retry_at: dict[str, datetime] = {}
+        """Units backing off after a refused write: not retried, and their gates kept, before this time."""
         self._reported: dict[str, set[WarningKey]] = {}
         """Per configuration check, the findings of its last answer: those are not reported again."""
 
@@ -107,14 +119,20 @@ class Scheduler:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
 
     def next_wakeup(self) -> datetime | None:
-        """When a parked unit becomes ready again with no other change (backoff or a PostFilter `until`)."""
-        return self.queue.next_wakeup()
+        """When a parked unit becomes ready again with no other change (backoff, a PostFilter `until`,
+        the end of a refused write's backoff)."""
+        times = [t for t in (self.queue.next_wakeup(), *self._retry_at.values()) if t is not None]
+        return min(times) if times else None
 
     def schedule_pending(self) -> PassReport:
         now = self.cluster.now()
         report = PassReport(time=now)
-        self._confirm_assumed(self.cluster.objects())
-        snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
+        for key in [k for k, at in self._retry_at.items() if at <= now]:
+            del self._retry_at[key]
+        objects = self.cluster.objects()
+        self._take_refusals(objects, now)
+        self._confirm_assumed(objects)
+        snapshot = build_snapshot(objects, now, self.config, self._cache, self._assumed)
         if self._remove_gang_gates(snapshot):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
         self._report_warnings(snapshot, report)
@@ -123,7 +141,12 @@ class Scheduler:
         memo = PlacementMemo(snapshot, self.profile)
         for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
             report.units_tried += 1
-            self._schedule_unit(unit, memo, report, placed)
+            try:
+                self._schedule_unit(unit, memo, report, placed)
+            except PassAborted:
+                raise
+            except Exception as err:  # a refused write, or a bug, fails this unit only (invariant 7)
+                self._unit_failed(unit, err, snapshot.now, report, placed)
         self.queue.settle(fingerprint(snapshot, placed))
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
         return report
@@ -154,12 +177,57 @@ class Scheduler:
                 report.warnings.append(warning)
             self._reported[check.name] = current
 
+    def _take_refusals(self, objects: ClusterObjects, now: datetime) -> None:
+        """Writes the back end sent in the background and the server refused (it recorded why in a
+        Warning Event on the pod): a pod whose Binding was refused must not stay assumed on a node it
+        is not on; either way its unit is retried after a backoff, its gates kept meanwhile."""
+        units: set[str] = set()
+        for refusal in self.cluster.refused_writes():
+            if refusal.operation == "bind":
+                self._assumed.pop(refusal.pod, None)
+            pod = objects.pods.get(refusal.pod)
+            group = pod.pod_group_name if pod is not None else None
+            derived = f"{pod.metadata.namespace or 'default'}/{group}" if pod is not None and group else refusal.pod
+            units.add(self._binding_units.pop(refusal.pod, derived))
+        for unit in sorted(units):
+            until = self._back_off(unit, now)
+            log.warning("write refused, retrying", unit=unit, retry_at=rfc3339(until))
+
+    def _back_off(self, unit: str, now: datetime) -> datetime:
+        attempts = self._refusals[unit] = self._refusals.get(unit, 0) + 1
+        until = self._retry_at[unit] = self.queue.back_off(unit, now, attempts)
+        return until
+
     def _confirm_assumed(self, objects: ClusterObjects) -> None:
         """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone)."""
         for key in list(self._assumed):
             pod = objects.pods.get(key)
             if pod is None or pod.spec.node_name or pod.is_terminal:
                 del self._assumed[key]
+                self._refusals.pop(self._binding_units.pop(key, key), None)
+
+    def _unit_failed(
+        self, unit: SchedulingUnit, err: Exception, now: datetime, report: PassReport, placed: set[str]
+    ) -> None:
+        """A write for `unit` was refused (or its cycle hit a bug): a Warning Event on the unit, its
+        pending members told why, and a retry after a backoff that doubles while it keeps failing.
+
+        `FailedScheduling` is the reason operators already watch and alert on, and the one
+        kube-scheduler gives its own API errors (a rejected Binding, a failed preemption).
+        """
+        if isinstance(err, WriteRefused):
+            message = f"the API server refused a write, retrying after a backoff: {err}"
+            log.warning("write refused", unit=unit.key, error=str(err))
+        else:
+            first_line = next(iter(str(err).splitlines()), "")
+            message = f"scheduling cycle failed, retrying after a backoff: {type(err).__name__}: {first_line}"
+            log.error("scheduling cycle failed", unit=unit.key, exc_info=err)
+        self._back_off(unit.key, now)
+        regarding = unit.group if unit.group is not None else unit.members[0].pod
+        self.cluster.record_event(regarding, "Warning", "FailedScheduling", message)
+        for member in unit.members:
+            if member.key not in placed:
+                self._pending(member, "SchedulerError", message, report)
 
     def _pending_pods(self, snapshot: Snapshot) -> list[PodInfo]:
         return [
@@ -175,6 +243,8 @@ class Scheduler:
         for info in self._pending_pods(snapshot):
             if not any(g.name == gate for g in info.pod.spec.scheduling_gates):
                 continue
+            if self._retry_at.get(info.group_key or info.key, snapshot.now) > snapshot.now:
+                continue  # a refused write: its gates stay until the backoff is over
             if info.group_key is not None:
                 group = snapshot.groups.get(info.group_key)
                 if group is None or len(snapshot.members.get(info.group_key, ())) < group.min_count:
@@ -259,7 +329,7 @@ class Scheduler:
             }
             trial = []
         for pod, row in trial:
-            self._bind(pod, row, snapshot, report, placed)
+            self._bind(pod, row, unit.key, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:
             # The group just started running: min-runtime counts from here (DESIGN.md, min-runtime).
             self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
@@ -268,6 +338,11 @@ class Scheduler:
         if not failures:
             self.queue.done(unit)
             return
+        if trial:
+            # Members bound in this pass are placed: preemption is for the others only. A bound pod
+            # never takes a nomination (the API server refuses it, issue 11).
+            bound = {pod.key for pod, _ in trial}
+            unit = replace(unit, members=tuple(m for m in unit.members if m.key not in bound))
         self._post_filter(unit, snapshot, state, failures, report, placed)
 
     def _group_condition(
@@ -325,7 +400,9 @@ class Scheduler:
             return None
         return row if memo.verdict(pod, state).feasible[row] else None
 
-    def _bind(self, pod: PodInfo, row: int, snapshot: Snapshot, report: PassReport, placed: set[str]) -> None:
+    def _bind(
+        self, pod: PodInfo, row: int, unit: str, snapshot: Snapshot, report: PassReport, placed: set[str]
+    ) -> None:
         node = snapshot.nodes.names[row]
         try:
             self.cluster.bind(pod.pod, node)
@@ -333,6 +410,7 @@ class Scheduler:
             log.info("pod already bound", pod=pod.key)
         else:
             self._assumed[pod.key] = node
+            self._binding_units[pod.key] = unit
         placed.add(pod.key)
         report.bindings.append(Binding(pod.key, node, snapshot.now))
 
@@ -365,6 +443,7 @@ class Scheduler:
                 for member in unit.members:
                     if member.key in result.nominations:
                         snapshot.nominate(member, result.nominations[member.key])
+                self._refusals.pop(unit.key, None)
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)

@@ -107,10 +107,12 @@ class WorkloadPreemption:
 
     @staticmethod
     def _still_needed(unit: SchedulingUnit, snapshot: Snapshot) -> int:
-        """Members the unit still needs placed: a gang counts the members already bound."""
+        """Members the unit still needs placed: a gang counts the members already bound, those bound
+        in this very pass included (the snapshot holds them as placed)."""
         if unit.group is None:
             return 1
-        bound = sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)
+        pods = snapshot.pods
+        bound = sum(1 for m in snapshot.members.get(unit.key, ()) if pods.get(m.key, m).node_name is not None)
         return max(1, unit.min_count - bound)
 
     @staticmethod

@@ -43,8 +43,8 @@ class PreemptionActuator:
         pods = self.cluster.objects().pods
         for member in unit.members:
             current = pods.get(member.key)
-            if member.key not in result.nominations or current is None:
-                continue
+            if member.key not in result.nominations or current is None or current.spec.node_name:
+                continue  # a bound pod holds no nomination: its Binding cleared it, and the API refuses one
             node = result.nominations[member.key] or None
             if current.status.nominated_node_name != node:
                 self.cluster.set_nominated_node(current, node)

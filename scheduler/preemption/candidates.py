@@ -261,7 +261,9 @@ def build_candidates(
     table = snapshot.nodes
     free = table.free() + running.freed
     for held in snapshot.nominated:
-        if held.priority >= unit.priority and held not in unit.members:
+        # The unit's own members never hold room against it (as in the runner): one placed in this
+        # pass, on its nominated node, already counts there as placed.
+        if held.priority >= unit.priority and held.group_key != unit.key and held not in unit.members:
             free[table.index[held.pod.status.nominated_node_name or ""]] -= table.usage(held.requests)
     selected: BoolArray = running.priority < unit.priority
     selected[running.members.get(unit.key, [])] = False

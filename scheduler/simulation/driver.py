@@ -3,6 +3,9 @@
 After each pass the clock moves to the earliest moment something can change on its own: a deleted
 pod finishing its grace period, or a parked unit's wake-up (backoff after a change, a protection
 expiring). When neither exists, nothing more can happen and the simulation ends; `until` caps it.
+A pass that removed pods at once (victims with a grace period of 0) changed the cluster after its
+snapshot was taken: another pass runs at the same time to see it, as a watch's DELETED event wakes
+the scheduler on a real cluster, so the units waiting for that room are woken.
 """
 
 from __future__ import annotations
@@ -52,10 +55,13 @@ def simulate(
     )
     run = Simulation(cluster, scheduler, now, all_pending=all_pending)
     for _ in range(MAX_PASSES):
+        removed = cluster.removed
         report = scheduler.schedule_pending()
         run.passes.append(report)
         if on_pass is not None:
             on_pass(report)
+        if cluster.removed != removed:
+            continue
         times = [t for t in (cluster.next_termination(), scheduler.next_wakeup()) if t is not None]
         if not times:
             break

@@ -31,9 +31,10 @@ Served over plain http on 127.0.0.1 (random port, `server.url`, `server.port`):
 - Create over HTTP drops `status` for kinds with a status subresource (not Nodes), as the
   apiserver does; direct `create`/`apply` keep a given status (merged over a pod's initial one).
 - Pods: Priority admission (priorityClassName or globalDefault -> spec.priority), SchedulingGated
-  condition, gates may only be removed (422 as recorded), the last removal drops the key.
-  pods/binding: 409 already bound / gated with the recorded bodies, sets nodeName, PodScheduled=True
-  and copies the node's zone label; 201 Status Success.
+  condition, gates may only be removed (422 as recorded), the last removal drops the key, and
+  `status.nominatedNodeName` may not be set on a bound pod (422, as kube-apiserver 1.36 answers).
+  pods/binding: 409 already bound / gated with the recorded bodies, sets nodeName, PodScheduled=True,
+  clears `status.nominatedNodeName` and copies the node's zone label; 201 Status Success.
 - events.k8s.io/v1 CREATE: `ValidateEventCreate`'s required fields, type and note length, and its
   namespace rule: an Event about a cluster-scoped object (no `regarding.namespace`) goes to `default`
   or `kube-system`, else 422.

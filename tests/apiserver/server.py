@@ -527,6 +527,14 @@ class ApiServer:
                 )
         if "schedulingGates" in spec and not spec["schedulingGates"]:
             del spec["schedulingGates"]
+        if spec.get("nodeName") and new.get("status", {}).get("nominatedNodeName"):
+            raise invalid(
+                rtype,
+                name,
+                "status.nominatedNodeName",
+                "FieldValueForbidden",
+                "Forbidden: may not be set on pods that are already bound to a node",
+            )
         old_node = old.get("spec", {}).get("nodeName")
         if old_node and spec.get("nodeName") != old_node:
             raise invalid(
@@ -622,6 +630,7 @@ class ApiServer:
             new["metadata"].setdefault("labels", {})[ZONE_LABEL] = zone
         conditions = [c for c in new.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
         new["status"]["conditions"] = [*conditions, _pod_scheduled_true()]
+        new["status"].pop("nominatedNodeName", None)
         self._commit(rtype, (namespace, name), new, "MODIFIED")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 

@@ -343,3 +343,36 @@ def test_event_about_a_cluster_scoped_object_lives_in_default(
     assert status == want_status
     if want_status == 422:
         assert "involvedObject.namespace" in json.loads(body)["message"]
+
+
+def test_binding_clears_the_nomination_and_a_bound_pod_takes_none(apiserver: ApiServer) -> None:
+    """As kube-apiserver 1.36.2 answered (issue 11, defect 1): the Binding clears `nominatedNodeName`,
+    and setting it on a bound pod is 422 Forbidden."""
+    apiserver.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    apiserver.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m1", "namespace": "d1"}, "spec": {}})
+    status = "/api/v1/namespaces/d1/pods/m1/status"
+    nominate = {"status": {"nominatedNodeName": "n1"}}
+    assert http(apiserver, "PATCH", status, nominate, "application/merge-patch+json")[0] == 200
+    binding = {**BINDING, "metadata": {"name": "m1", "namespace": "d1"}, "target": {"kind": "Node", "name": "n1"}}
+    assert http(apiserver, "POST", "/api/v1/namespaces/d1/pods/m1/binding", binding)[0] == 201
+    pod = apiserver.get("pods", "m1", "d1")
+    assert pod is not None and "nominatedNodeName" not in pod["status"]
+    code, data, _ = http(apiserver, "PATCH", status, nominate, "application/strategic-merge-patch+json")
+    forbidden = "Forbidden: may not be set on pods that are already bound to a node"
+    assert code == 422
+    assert json.loads(data) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'Pod "m1" is invalid: status.nominatedNodeName: {forbidden}',
+        "reason": "Invalid",
+        "details": {
+            "name": "m1",
+            "kind": "Pod",
+            "causes": [{"reason": "FieldValueForbidden", "message": forbidden, "field": "status.nominatedNodeName"}],
+        },
+        "code": 422,
+    }
+    clear = {"status": {"nominatedNodeName": None}}
+    assert http(apiserver, "PATCH", status, clear, "application/merge-patch+json")[0] == 200

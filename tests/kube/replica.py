@@ -60,12 +60,19 @@ def node_of(server: ApiServer, name: str, namespace: str = "default") -> str | N
 class Replica:
     """`SchedulerProcess.run` in a thread; `stop()` is a graceful shutdown (the Lease is released)."""
 
-    def __init__(self, server: ApiServer, kubeconfig: Path, config: SchedulerConfiguration, identity: str) -> None:
+    def __init__(
+        self,
+        server: ApiServer,
+        kubeconfig: Path,
+        config: SchedulerConfiguration,
+        identity: str,
+        idle_seconds: float = 1.0,
+    ) -> None:
         self.process = SchedulerProcess(
             api_client_from(kubeconfig),
             config,
             identity=identity,
-            idle_seconds=1.0,
+            idle_seconds=idle_seconds,
             watch_timeout_seconds=30,
             request_timeout_seconds=1.0,
         )
@@ -84,7 +91,15 @@ class Replica:
 class CliReplica:
     """`phalanx scheduler` as a child process, logging to a file."""
 
-    def __init__(self, tmp_path: Path, kubeconfig: Path, config: SchedulerConfiguration, identity: str) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        kubeconfig: Path,
+        config: SchedulerConfiguration,
+        identity: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.env = env or {}
         config_path = tmp_path / f"{identity}-config.yaml"
         config_path.write_text(yaml.safe_dump(config.model_dump(by_alias=True, mode="json")))
         self.log_path = tmp_path / f"{identity}.log"
@@ -105,7 +120,7 @@ class CliReplica:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> CliReplica:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, **self.env, "PYTHONPATH": str(ROOT)}
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         return self

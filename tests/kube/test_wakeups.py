@@ -16,8 +16,8 @@ import pytest
 from scheduler.api.pod import Pod
 from scheduler.cluster.kube import KubeCluster, api_client_from
 from tests.apiserver import ApiServer
-from tests.builders import make_node, make_pod
-from tests.kube.replica import wait_for
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
+from tests.kube.replica import Replica, fast_config, node_of, wait_for
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -68,3 +68,44 @@ def test_binding_echo(apiserver: ApiServer, cluster: KubeCluster, node: str, vie
     labelled["metadata"].setdefault("labels", {})["app"] = "web"
     apiserver.apply(labelled)
     wait_for(cluster.changed.is_set)
+
+
+IDLE = 120.0
+"""No idle pass during these tests: only a watch event or the queue's own wake-up can start one."""
+
+
+def test_victims_gone_at_once_wake_the_preemptor(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """Victims with grace 0 vanish with their DELETE: the gang waiting for that room is bound (issue 11, defect 2)."""
+    apiserver.create(make_priority_class("low", 10).json())
+    apiserver.create(make_priority_class("high", 1000).json())
+    for i in range(2):
+        apiserver.create(make_node(f"n{i}").cap(cpu="4", memory="8Gi").json())
+        apiserver.create(make_pod(f"low-{i}").req(cpu="4").priority_class("low").grace(0).on(f"n{i}").json())
+    apiserver.create(make_podgroup("train").gang(2).priority_class("high").json())
+    for i in range(2):
+        apiserver.create(make_pod(f"train-{i}").req(cpu="4").group("train").priority_class("high").json())
+    replicas.append(Replica(apiserver, kubeconfig, fast_config(), "a", idle_seconds=IDLE).start())
+    wait_for(lambda: node_of(apiserver, "train-0") and node_of(apiserver, "train-1"), timeout=15)
+    assert apiserver.get("pods", "low-0", "default") is None and apiserver.get("pods", "low-1", "default") is None
+
+
+def test_a_pod_deleted_by_someone_else_wakes_the_pending_pod(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """A running pod removed at once (watch DELETED, no Terminating step) frees its room for the parked pod."""
+    apiserver.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
+    apiserver.create(make_pod("running").req(cpu="4").on("n0").json())
+    apiserver.create(make_pod("waiting").req(cpu="4").json())
+    replica = Replica(apiserver, kubeconfig, fast_config(), "a", idle_seconds=IDLE).start()
+    replicas.append(replica)
+
+    def parked() -> bool:
+        raw = apiserver.get("pods", "waiting", "default") or {}
+        return any(c.get("reason") == "Unschedulable" for c in raw.get("status", {}).get("conditions", []))
+
+    wait_for(parked)
+    time.sleep(0.5)  # past the backoff: nothing but the deletion can wake the pod now
+    apiserver.delete("pods", "running", "default")
+    wait_for(lambda: node_of(apiserver, "waiting") == "n0", timeout=15)

@@ -16,8 +16,10 @@ removal is a JSON patch guarded by a `test` of the gate list, condition writes a
 nothing changes. Like kube-scheduler, the back end reports `Scheduled` after each Binding and
 `FailedScheduling` when a pod's PodScheduled condition turns Unschedulable (or its message
 changes); Events go out from a background thread so they never slow a pass. Transient failures
-(429, 5xx, timeouts) are retried with jittered backoff. Each write first asks `may_write` (the
-leader elector): a replica that lost its Lease stops at once.
+(429, 5xx, timeouts) are retried with jittered backoff; a write made in a pass that still fails
+raises `WriteRefused` with the server's answer (`refusal.py`), which fails only its unit, and a
+refused Binding is a Warning Event, its pod pending again in the next view. Each write first asks
+`may_write` (the leader elector): a replica that lost its Lease stops at once.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
 from scheduler.cluster.kube.informer import Informer
-from scheduler.framework.cluster import ClusterObjects, object_key
+from scheduler.cluster.kube.refusal import answer, refusals
+from scheduler.framework.cluster import BackgroundRefusal, ClusterObjects, PassAborted, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +65,7 @@ USER_AGENT = f"phalanx-scheduler/{importlib.metadata.version('phalanx')}"
 EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
 
 
-class NotLeader(Exception):
+class NotLeader(PassAborted):
     """This replica does not hold the Lease (any more): it must not write."""
 
 
@@ -167,6 +170,7 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
+        self._refused: list[BackgroundRefusal] = []
         self._copies: dict[tuple[str, str], tuple[Pod, str, Pod]] = {}
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
@@ -424,6 +428,7 @@ class KubeCluster:
         with self._lock:
             ungating = self._ungating.get(key)
         if ungating is not None and not self._wait_quietly(ungating[1]):
+            self._refuse("bind", key)  # the gate removal's failure has its own Warning
             self._forget_binding(key)
             return
         try:
@@ -445,11 +450,11 @@ class KubeCluster:
                     self._assumed[key] = placed.group(1)
                 return
             log.warning("binding failed", pod=key, node=node_name, status=exc.status)
-            self._forget_binding(key)
+            self._binding_refused(pod, exc)
             return
         except Exception as exc:
             log.warning("binding failed", pod=key, node=node_name, error=type(exc).__name__)
-            self._forget_binding(key)
+            self._binding_refused(pod, exc)
             return
         self.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {key} to {node_name}")
 
@@ -459,6 +464,22 @@ class KubeCluster:
             return future.result()
         except CancelledError:
             return False
+
+    def refused_writes(self) -> list[BackgroundRefusal]:
+        with self._lock:
+            refused, self._refused = self._refused, []
+        return refused
+
+    def _refuse(self, operation: str, key: str) -> None:
+        with self._lock:
+            self._refused.append(BackgroundRefusal(operation, key))
+
+    def _binding_refused(self, pod: Pod, exc: Exception) -> None:
+        """The pod shows pending again and the runner retries it after a backoff; the Warning is
+        kube-scheduler's for a refused Binding."""
+        self.record_event(pod, "Warning", "FailedScheduling", f"Binding rejected: {answer(exc)}")
+        self._refuse("bind", object_key(pod))
+        self._forget_binding(object_key(pod))
 
     def _forget_binding(self, key: str) -> None:
         with self._lock:
@@ -487,6 +508,8 @@ class KubeCluster:
             return True
         except Exception as exc:
             log.warning("gate removal failed", pod=key, gate=gate, error=type(exc).__name__)
+            self.record_event(pod, "Warning", "FailedScheduling", f"Removing scheduling gate {gate}: {answer(exc)}")
+            self._refuse("remove_gate", key)
             self.changed.set()
             return False
         finally:
@@ -541,6 +564,10 @@ class KubeCluster:
         )
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        with refusals("nominate", object_key(pod)):
+            self._nominate(pod, node_name)
+
+    def _nominate(self, pod: Pod, node_name: str | None) -> None:
         current = self._current_pod(pod)
         if current.status.nominated_node_name == node_name:
             return
@@ -563,7 +590,8 @@ class KubeCluster:
         if _merge_condition(current.status.conditions, condition, self.now()) is None:
             return
         if condition.type != "PodScheduled":
-            self._write_pod_condition(pod, condition)
+            with refusals("set_condition", object_key(pod)):
+                self._write_pod_condition(pod, condition)
             return
         if not self.may_write():
             raise NotLeader("set_condition")
@@ -705,6 +733,10 @@ class KubeCluster:
         self._remember_group(response)
 
     def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        with refusals("delete", object_key(pod)):
+            self._delete_pod(pod, grace_period_seconds)
+
+    def _delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
         meta = pod.metadata
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
         if grace_period_seconds is not None:

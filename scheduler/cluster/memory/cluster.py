@@ -2,7 +2,8 @@
 
 Writes behave as the real ones do for the scheduler: a bound pod starts running at once; a deleted
 pod that runs on a node keeps its resources until its grace period (`terminationGracePeriodSeconds`,
-default 30 s) has passed on the virtual clock, then disappears; a pending pod is deleted at once.
+default 30 s) has passed on the virtual clock, then disappears; a pending pod, or one deleted with a
+grace period of 0, is deleted at once (counted in `removed`, so the driver wakes the scheduler for it).
 Every write replaces the object (copy-on-write) and bumps `resourceVersion`, as the API server
 does, so readers holding old objects see a consistent past. Bindings, events and preemptions (a pod
 deleted while it carried a `DisruptionTarget` condition) are recorded for the simulation report.
@@ -21,7 +22,7 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import AlreadyBound, ClusterObjects, object_key
+from scheduler.framework.cluster import AlreadyBound, BackgroundRefusal, ClusterObjects, WriteRefused, object_key
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +70,9 @@ class MemoryCluster:
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
         self.gates_removed: list[tuple[str, str, datetime]] = []
+        self.removed = 0
+        """Pods a write removed at once (unbound, or a grace period of 0): each is a change no pass has
+        seen yet, as a watch's DELETED event is on a real cluster; the driver runs a pass for it."""
         for key, pod in objects.pods.items():
             deleted = pod.metadata.deletion_timestamp
             if deleted is not None and pod.spec.node_name:
@@ -144,6 +148,10 @@ class MemoryCluster:
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
 
+    def refused_writes(self) -> list[BackgroundRefusal]:
+        """None: every write here is made at once, or refused by raising."""
+        return []
+
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
         current = self._current(pod)
         if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
@@ -158,9 +166,15 @@ class MemoryCluster:
         self.gates_removed.append((pod.key, gate, self._now))
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        """As kube-apiserver: a Binding clears the nomination, and a bound pod takes none (422)."""
         current = self._current(pod)
         if current is None or current.status.nominated_node_name == node_name:
             return
+        if node_name and current.spec.node_name:
+            raise WriteRefused(
+                f'nominate {pod.key}: 422 Invalid: Pod "{pod.metadata.name}" is invalid: status.nominatedNodeName: '
+                "Forbidden: may not be set on pods that are already bound to a node"
+            )
         self._objects.pods[pod.key] = current.model_copy(
             update={
                 "metadata": self._bump(current.metadata),
@@ -215,6 +229,7 @@ class MemoryCluster:
             self._record_preemption(current, target)
         if not current.spec.node_name or grace <= 0:
             del self._objects.pods[pod.key]
+            self.removed += 1
             return
         self._objects.pods[pod.key] = current.model_copy(
             update={

@@ -422,3 +422,68 @@ def test_a_basic_group_decision_shows_its_binary_search_bound(
     text = simulate(capsys, tmp_path, objects, "-o", "text")
     assert "preemptor default/six (priority 1000): preempting 1 unit(s) to place 4 member(s)" in text
     assert "binary-search bound: priority 5 (no victim above it" in text
+
+
+@pytest.mark.parametrize("grace", [pytest.param(0, id="victims vanish at once"), pytest.param(30, id="30 s grace")])
+@pytest.mark.parametrize("preemptor", [pytest.param("gang", id="gang"), pytest.param("pod", id="lone pod")])
+def test_deleted_victims_wake_the_preemptor(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, grace: int, preemptor: str
+) -> None:
+    """Any deletion, whatever its grace period, wakes the unit waiting for that room (issue 11, defect 2)."""
+    victims = [
+        make_pod(f"low-{i}").req(cpu="4").priority_class("low").grace(grace).on(f"n{i}", STARTED).json() for i in (1, 2)
+    ]
+    arrivals = gang("train", 2, "4") if preemptor == "gang" else [pending_pod("train-0", "4")]
+    report = simulate(capsys, tmp_path, [*nodes(2), *victims, *arrivals], "-o", "json")
+    want_victims = {"default/low-1", "default/low-2"} if preemptor == "gang" else {"default/low-1"}
+    assert {p["victim"] for p in report["preemptions"]} == want_victims
+    bound = {b["pod"]: b["time"] for b in report["bindings"]}
+    members = {"default/train-0", "default/train-1"} if preemptor == "gang" else {"default/train-0"}
+    assert set(bound) == members, report["pending"]
+    assert report["pending"] == []
+
+
+def test_basic_group_partly_placed_preempts_only_for_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 11, defect 1: m1 and m2 bind to n2 in the pass whose preemption makes room for m3 and m4.
+
+    Preemption is for the members still pending: a pod bound in this pass is never nominated (the
+    API server refuses `nominatedNodeName` on a bound pod, and so does the simulated one).
+    """
+    objects = [
+        *nodes(2),
+        running("victim", "n1", "3"),
+        make_podgroup("basic").basic().priority_class("high").json(),
+        *(make_pod(f"m{i}").req(cpu="2").group("basic").priority_class("high").json() for i in range(1, 5)),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/victim"}
+    bound = {b["pod"]: b["node"] for b in report["bindings"]}
+    assert bound == {"default/m1": "n2", "default/m2": "n2", "default/m3": "n1", "default/m4": "n1"}
+    assert report["pending"] == []
+
+
+def test_gang_member_beyond_min_count_preempts_for_itself(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Two members reach minCount on n1 in this pass; the third preempts on n2 as a gang of one more."""
+    objects = [*nodes(2), running("low", "n2", "4"), *gang("train", 3, "2", min_count=2)]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/low"}
+    bound = {b["pod"]: b["node"] for b in report["bindings"]}
+    assert bound == {"default/train-0": "n1", "default/train-1": "n1", "default/train-2": "n2"}
+
+
+def test_member_placed_on_its_nomination_holds_no_room_twice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """m1 goes back to the node it was nominated to; preemption for m2 counts m1 there once, not twice."""
+    objects = [
+        *nodes(1),
+        running("low-a", "n1", "2"),
+        make_podgroup("basic").basic().priority_class("high").json(),
+        make_pod("m1").req(cpu="2").group("basic").priority_class("high").nominated("n1").json(),
+        make_pod("m2").req(cpu="2").group("basic").priority_class("high").json(),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/low-a"}
+    assert {b["pod"]: b["node"] for b in report["bindings"]} == {"default/m1": "n1", "default/m2": "n1"}
