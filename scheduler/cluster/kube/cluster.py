@@ -517,7 +517,12 @@ class KubeCluster:
                 self._ungating.pop(key, None)
 
     def _remove_gate_now(self, pod: Pod, gate: str) -> None:
-        """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry."""
+        """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry.
+
+        A failed `test` and a refusal (a validating policy, say) are both 422: the re-read tells them
+        apart. Gates that did not change mean the server refused the write itself, and that answer is
+        what the unit's Warning must carry.
+        """
         current = pod
         for _ in range(3):
             gates = [g.model_dump(by_alias=True, exclude_none=True) for g in current.spec.scheduling_gates]
@@ -546,7 +551,10 @@ class KubeCluster:
                     _preload_content=False,
                     _request_timeout=self.request_timeout_seconds,
                 )
-                current = Pod.model_validate(read_json(fresh))
+                seen, current = current, Pod.model_validate(read_json(fresh))
+                unchanged = seen.spec.scheduling_gates == current.spec.scheduling_gates
+                if unchanged and seen.metadata.uid == current.metadata.uid:
+                    raise
                 continue
             self._remember_pod(response)
             return
