@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import logging
 import sys
 from datetime import UTC, datetime
 
-import structlog
 from rich.console import Console
 from rich.status import Status
 
+from phalanx.logs import configure_logging
 from scheduler.api.duration import DurationError, parse_duration
 from scheduler.api.manifest import ManifestError
 from scheduler.framework.runner import PassReport
@@ -85,11 +84,8 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    structlog.configure(
-        # resolved per logger, so a replaced sys.stderr (tests capturing output) is honoured
-        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
-    )
+    # Plain tracebacks (no frame locals), as the scheduler and the webhook log them.
+    configure_logging("info" if args.verbose else "warning", json_format=False)
     try:
         now = _parse_now(args.now)
         horizon = parse_duration(args.until) if args.until else None
