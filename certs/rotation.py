@@ -161,9 +161,8 @@ def unusable_because(state: CertificateState, policy: CertificatePolicy, now: dt
     return None
 
 
-def _fresh(policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
-    ca = generate_ca(key_type=policy.key_type, days=policy.ca_days, now=now)
-    leaf = issue_serving_certificate(
+def _leaf(ca: KeyPair, policy: CertificatePolicy, now: dt.datetime) -> KeyPair:
+    return issue_serving_certificate(
         ca,
         policy.service,
         policy.namespace,
@@ -172,19 +171,16 @@ def _fresh(policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
         days=policy.days,
         now=now,
     )
+
+
+def _fresh(policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
+    ca = generate_ca(key_type=policy.key_type, days=policy.ca_days, now=now)
+    leaf = _leaf(ca, policy, now)
     return CertificateState(ca.cert_pem, ca.key_pem, leaf.cert_pem, leaf.key_pem, now, now)
 
 
 def _reissue(state: CertificateState, policy: CertificatePolicy, now: dt.datetime) -> CertificateState:
-    leaf = issue_serving_certificate(
-        state.current_ca,
-        policy.service,
-        policy.namespace,
-        extra_sans=policy.extra_sans,
-        key_type=policy.key_type,
-        days=policy.days,
-        now=now,
-    )
+    leaf = _leaf(state.current_ca, policy, now)
     return replace(state, cert_pem=leaf.cert_pem, key_pem=leaf.key_pem, cert_changed_at=now)
 
 

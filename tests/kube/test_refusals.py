@@ -84,6 +84,18 @@ def test_basic_group_partly_bound_nominates_only_pending_members(
     assert apiserver.get("pods", "victim", "d1") is None
 
 
+def urgent_and_small(apiserver: ApiServer) -> None:
+    """`urgent` must preempt `victim` on n0 (n1 holds `keeper`); `small`, in another namespace, fits on n1 as is."""
+    apiserver.create(make_priority_class("low", 10).json())
+    apiserver.create(make_priority_class("high", 1000).json())
+    apiserver.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
+    apiserver.create(make_node("n1").cap(cpu="4", memory="8Gi").json())
+    apiserver.create(make_pod("victim").ns("a").req(cpu="4").priority_class("low").on("n0").json())
+    apiserver.create(make_pod("keeper").ns("a").req(cpu="2").priority_class("high").on("n1").json())
+    apiserver.create(make_pod("urgent").ns("a").req(cpu="4").priority_class("high").json())
+    apiserver.create(make_pod("small").ns("b").req(cpu="1").json())
+
+
 @pytest.mark.parametrize(
     ("status", "body"),
     [
@@ -97,14 +109,7 @@ def test_refused_preemption_write_fails_only_its_unit(
     apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica], status: int, body: dict[str, Any] | None
 ) -> None:
     """The victim's DisruptionTarget patch is refused: `urgent` waits with a Warning, `small` is bound meanwhile."""
-    apiserver.create(make_priority_class("low", 10).json())
-    apiserver.create(make_priority_class("high", 1000).json())
-    apiserver.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
-    apiserver.create(make_node("n1").cap(cpu="4", memory="8Gi").json())
-    apiserver.create(make_pod("victim").ns("a").req(cpu="4").priority_class("low").on("n0").json())
-    apiserver.create(make_pod("keeper").ns("a").req(cpu="2").priority_class("high").on("n1").json())
-    apiserver.create(make_pod("urgent").ns("a").req(cpu="4").priority_class("high").json())
-    apiserver.create(make_pod("small").ns("b").req(cpu="1").json())
+    urgent_and_small(apiserver)
     refusal = apiserver.fail("PATCH", "/api/v1/namespaces/a/pods/victim/status", status, times=10_000, body=body)
     start(apiserver, kubeconfig, replicas)
     wait_for(lambda: node_of(apiserver, "small", "b") == "n1")
@@ -170,14 +175,7 @@ def test_a_write_that_times_out_fails_only_its_unit(
 ) -> None:
     """The victim's DisruptionTarget patch gets no answer (every retry of one attempt hangs past the
     client's timeout): `urgent` gets a Warning and is retried, `small` is bound in the same pass."""
-    apiserver.create(make_priority_class("low", 10).json())
-    apiserver.create(make_priority_class("high", 1000).json())
-    apiserver.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
-    apiserver.create(make_node("n1").cap(cpu="4", memory="8Gi").json())
-    apiserver.create(make_pod("victim").ns("a").req(cpu="4").priority_class("low").on("n0").json())
-    apiserver.create(make_pod("keeper").ns("a").req(cpu="2").priority_class("high").on("n1").json())
-    apiserver.create(make_pod("urgent").ns("a").req(cpu="4").priority_class("high").json())
-    apiserver.create(make_pod("small").ns("b").req(cpu="1").json())
+    urgent_and_small(apiserver)
     hung = apiserver.hang("PATCH", "/api/v1/namespaces/a/pods/victim/status", seconds=2, times=10_000)
     start(apiserver, kubeconfig, replicas)
     warning = wait_for(lambda: events(apiserver, "a", "urgent", "FailedScheduling", "refused a write"), timeout=40)[0]
