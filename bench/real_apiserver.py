@@ -39,6 +39,7 @@ Run (about 15 minutes on 2 cores):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -335,10 +336,8 @@ class PodWatch:
     def stop(self) -> None:
         self._stop = True
         if self._conn is not None and self._conn.sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self._thread.join(timeout=10)
         if self._kubelet is not None:
             self._kubelet.shutdown(wait=True)
@@ -687,9 +686,13 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def report(results: list[Result], kube_scales: set[int]) -> None:
-    by = lambda w, s, n=None: [
-        r for r in results if r.workload == w and r.scheduler == s and (n is None or r.nodes == n)
-    ]  # noqa: E731
+    def by(workload: str, scheduler: str, nodes: int | None = None) -> list[Result]:
+        return [
+            r
+            for r in results
+            if r.workload == workload and r.scheduler == scheduler and (nodes is None or r.nodes == nodes)
+        ]
+
     print("\n== every run (in order)")
     for r in results:
         line = f"{r.workload:8} {r.scheduler:15} round {r.round} nodes {r.nodes:>5} pods {r.pods:>6}"
@@ -698,7 +701,8 @@ def report(results: list[Result], kube_scales: set[int]) -> None:
                 f" decision {fmt(r.decision_seconds, 3)} s, all bound {fmt(r.bound_seconds, 3)} s, victims {r.victims}"
             )
         else:
-            line += f" {fmt(r.seconds)} s, {fmt(r.pods_per_second)} pods/s, CPU {fmt(r.cpu_seconds)} s ({fmt(r.cpu_ms_per_pod, 2)} ms/pod)"
+            line += f" {fmt(r.seconds)} s, {fmt(r.pods_per_second)} pods/s, CPU {fmt(r.cpu_seconds)} s"
+            line += f" ({fmt(r.cpu_ms_per_pod, 2)} ms/pod)"
         line += f", peak RSS {fmt(r.hwm_mib, 0)} MiB {r.note}"
         print(line)
     print("\n== medians (phalanx / kube-scheduler)")
