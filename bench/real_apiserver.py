@@ -247,17 +247,24 @@ class PodState:
 
 class PodWatch:
     """Watches one namespace's pods from a resourceVersion and stamps, on the bench's clock, when each
-    pod was seen bound, nominated, marked for disruption (or being deleted), and gone. It also plays
-    the kubelet: a bound pod being deleted is removed at once with a uid precondition."""
+    pod was seen bound, nominated, marked for disruption (or being deleted), and gone.
 
-    def __init__(self, api: Api, namespace: str, resource_version: str, kubelet: bool = True) -> None:
+    It also plays the nodes' kubelets, the same for both schedulers: a bound pod being deleted is
+    removed at once (DELETE, gracePeriodSeconds=0, uid precondition), and with `start_pods` a bound
+    pod becomes Running and Ready (the status patch `../shared/kube/kubelet.py` sends), so the
+    schedulers see the status updates a real cluster's kubelets make.
+    """
+
+    def __init__(self, api: Api, namespace: str, resource_version: str, start_pods: bool = False) -> None:
         self.api = api
         self.namespace = namespace
         self.pods: dict[str, PodState] = {}
         self.bound = 0
         self.cond = threading.Condition()
-        self._kubelet = ThreadPoolExecutor(8) if kubelet else None
+        self._start_pods = start_pods
+        self._kubelet = ThreadPoolExecutor(8)
         self._finishing: set[str] = set()
+        self._started: set[str] = set()
         self._stop = False
         self._conn: http.client.HTTPSConnection | None = None
         self._thread = threading.Thread(target=self._run, args=(resource_version,), daemon=True)
@@ -305,15 +312,53 @@ class PodWatch:
             if (marked or kind == "DELETED") and state.marked_at is None:
                 state.marked_at = now
             self.cond.notify_all()
-        if (
-            self._kubelet is not None
-            and kind != "DELETED"
-            and meta.get("deletionTimestamp")
-            and spec.get("nodeName")
-            and meta["uid"] not in self._finishing
-        ):
+        if kind == "DELETED" or not spec.get("nodeName") or meta["uid"] in self._finishing:
+            return
+        if meta.get("deletionTimestamp"):
             self._finishing.add(meta["uid"])
             self._kubelet.submit(self._finish, name, meta["uid"])
+        elif self._start_pods and status.get("phase", "Pending") == "Pending" and meta["uid"] not in self._started:
+            self._started.add(meta["uid"])
+            self._kubelet.submit(self._start, name, spec)
+
+    def _start(self, name: str, spec: dict[str, Any]) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("Initialized", "ContainersReady", "Ready")
+        ]
+        containers = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in spec.get("containers", [])
+        ]
+        patch = {
+            "status": {
+                "phase": "Running",
+                "startTime": now,
+                "hostIP": "127.0.0.1",
+                "podIP": "127.0.0.1",
+                "conditions": ready,
+                "containerStatuses": containers,
+            }
+        }
+        try:
+            self.api.request(
+                "PATCH",
+                f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+                patch,
+                content_type="application/strategic-merge-patch+json",
+            )
+        except ApiError as e:
+            if e.status not in (404, 409, 422):
+                raise
 
     def _finish(self, name: str, uid: str) -> None:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
@@ -339,8 +384,7 @@ class PodWatch:
             with contextlib.suppress(OSError):
                 self._conn.sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=10)
-        if self._kubelet is not None:
-            self._kubelet.shutdown(wait=True)
+        self._kubelet.shutdown(wait=True)
 
 
 def list_version(api: Api, namespace: str) -> str:
@@ -373,11 +417,19 @@ class SchedulerRun:
 
     name = ""
     scheduler_name = ""
+    profile_dir: Path | None = None
+    """Set by `--py-spy DIR`: Phalanx runs are sampled by py-spy (raw collapsed stacks of GIL holders)."""
 
     def __init__(self, plane: ControlPlane, label: str) -> None:
         self.log = open(plane.dir / "logs" / f"bench-{self.name}-{label}.log", "wb")  # noqa: SIM115
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(self.command(plane), stdout=self.log, stderr=subprocess.STDOUT, env=self.env())
+        self.spy: subprocess.Popen[bytes] | None = None
+        if self.profile_dir is not None and self.name == "phalanx":
+            out = self.profile_dir / f"{label}.txt"
+            spy = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(self.proc.pid), "--format", "raw"]
+            spy += ["--gil", "--threads", "--rate", "200", "--nonblocking", "-o", str(out)]
+            self.spy = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def command(self, plane: ControlPlane) -> list[str]:
         raise NotImplementedError
@@ -392,6 +444,9 @@ class SchedulerRun:
         if self.proc.poll() is not None:
             raise RuntimeError(f"{self.name} exited early with {self.proc.returncode}; see {self.log.name}")
         cpu, hwm = self.cpu(), proc_hwm_mib(self.proc.pid)
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)
+            self.spy.wait(timeout=60)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=30)
@@ -503,7 +558,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         "/api/v1/namespaces/{ns}/pods",
         (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
     )
-    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), kubelet=False)
+    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     run = scheduler(plane, label)
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
@@ -529,7 +584,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
 def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, f"stream-{label}")
-    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), kubelet=False)
+    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
     cpu_before = run.cpu()
@@ -754,11 +809,15 @@ def main() -> int:
     parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
+    parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
     args = parser.parse_args()
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
         return 2
     workloads = args.workloads.split(",")
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+        SchedulerRun.profile_dir = args.py_spy
     wanted = set(args.schedulers.split(","))
     kube_scales = {n for n, _ in scales(args.kube_preemption)}
     print(f"load before: {os.getloadavg()}", flush=True)
