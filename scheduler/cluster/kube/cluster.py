@@ -46,7 +46,8 @@ from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
-from scheduler.cluster.kube.informer import Informer
+from scheduler.cluster.kube.informer import Informer, prune
+from scheduler.cluster.kube.transport import Transport
 from scheduler.framework.cluster import ClusterObjects, object_key
 
 log = structlog.get_logger(__name__)
@@ -98,6 +99,32 @@ def _version(obj: ApiModel | None) -> int:
         return 0
 
 
+SCHEDULING_CONDITIONS = ("PodScheduled", "DisruptionTarget")
+"""The Pod conditions a pass or a write reads; the kubelet's others (Ready, ...) change nothing for it."""
+
+
+def same_for_scheduling(old: Pod, new: Pod) -> bool:
+    """`new` differs from `old` only in what no pass reads, such as a kubelet's status report.
+
+    A kubelet updates each pod it starts (phase Running, Ready conditions, IPs, container states)
+    and then whenever a container changes. At 10,000 pods those updates woke a full pass each,
+    back to back, and the loop took the GIL from the binders (issue 12). The cache still takes the
+    new object, so the next pass sees it; it just does not run for it.
+    """
+    a, b = old.metadata, new.metadata
+    if (a.uid, a.labels, a.annotations, a.deletion_timestamp) != (b.uid, b.labels, b.annotations, b.deletion_timestamp):
+        return False
+    if old.spec != new.spec:
+        return False
+    if (old.is_terminal, old.status.nominated_node_name, old.scheduled_time()) != (
+        new.is_terminal,
+        new.status.nominated_node_name,
+        new.scheduled_time(),
+    ):
+        return False
+    return all(old.condition(t) == new.condition(t) for t in SCHEDULING_CONDITIONS)
+
+
 def _merge_condition(existing: list[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
     """The condition list with `condition` set, or None when that changes nothing."""
     current = next((c for c in existing if c.type == condition.type), None)
@@ -114,6 +141,15 @@ def _merge_condition(existing: list[Condition], condition: Condition, now: datet
 
 def _condition_json(condition: Condition) -> dict[str, Any]:
     return condition.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _pod_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.metadata.namespace or 'default'}/pods/{pod.metadata.name}"
+
+
+def _group_path(group: PodGroup) -> str:
+    meta = group.metadata
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{meta.namespace or 'default'}/podgroups/{meta.name}"
 
 
 class KubeCluster:
@@ -138,7 +174,7 @@ class KubeCluster:
         # Any: with `_preload_content=False` the calls return the raw urllib3 response, not the typed model.
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
-        self.events: Any = client.EventsV1Api(api)
+        self._transport = Transport(api, request_timeout_seconds)
         self._lock = threading.Lock()
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
@@ -218,7 +254,12 @@ class KubeCluster:
         return True
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
-        if kind == "pods" and old is not None and new is not None and self._echo(old, new):
+        if (
+            kind == "pods"
+            and old is not None
+            and new is not None
+            and (self._echo(old, new) or same_for_scheduling(old, new))
+        ):
             return
         self.changed.set()
 
@@ -324,15 +365,15 @@ class KubeCluster:
 
     # writes
 
-    def _call(self, operation: str, call: Callable[[], object]) -> Any:
-        """Run one write (a raw response), retried; returns the parsed body."""
+    def _call(self, operation: str, call: Callable[[], Any]) -> Any:
+        """Run one write (returning the parsed body), retried."""
         if not self.may_write():
             raise NotLeader(operation)
 
         def guarded() -> Any:
             if not self.may_write():
                 raise NotLeader(operation)
-            return read_json(call())
+            return call()
 
         try:
             result = call_with_retry(operation, guarded, self._stop)
@@ -352,7 +393,7 @@ class KubeCluster:
             self._on_api_call(operation, result)
 
     def _remember_pod(self, data: Any) -> Pod:
-        pod = Pod.model_validate(data)
+        pod = Pod.model_validate(prune("pods", data))
         with self._lock:
             self._pod_overlay[object_key(pod)] = pod
         return pod
@@ -387,16 +428,7 @@ class KubeCluster:
             self._forget_binding(key)
             return
         try:
-            self._call(
-                "bind",
-                lambda: self.core.create_namespaced_pod_binding(
-                    meta.name,
-                    meta.namespace or "default",
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                ),
-            )
+            self._call("bind", lambda: self._transport.request("POST", f"{_pod_path(pod)}/binding", body))
         except ApiException as exc:
             placed = ALREADY_ASSIGNED.search(exc.body or "") if exc.status == 409 else None
             if placed is not None:
@@ -477,28 +509,15 @@ class KubeCluster:
                     return
                 if exc.status != 422:
                     raise
-                fresh = self.core.read_namespaced_pod(
-                    current.metadata.name,
-                    current.metadata.namespace or "default",
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                )
-                current = Pod.model_validate(read_json(fresh))
+                current = Pod.model_validate(prune("pods", self._transport.request("GET", _pod_path(current))))
                 continue
             self._remember_pod(response)
             return
         raise RuntimeError(f"scheduling gate {gate} of {object_key(pod)}: kept changing under us")
 
     def _patch_pod(self, pod: Pod, body: Any, content_type: str, status: bool) -> Any:
-        call = self.core.patch_namespaced_pod_status if status else self.core.patch_namespaced_pod
-        return call(
-            pod.metadata.name,
-            pod.metadata.namespace or "default",
-            body,
-            _content_type=content_type,
-            _preload_content=False,
-            _request_timeout=self.request_timeout_seconds,
-        )
+        path = f"{_pod_path(pod)}/status" if status else _pod_path(pod)
+        return self._transport.request("PATCH", path, body, content_type)
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
         current = self._current_pod(pod)
@@ -592,20 +611,11 @@ class KubeCluster:
                 "metadata": {"resourceVersion": current.metadata.resource_version},
                 "status": {"conditions": [_condition_json(c) for c in conditions]},
             }
-            meta = current.metadata
             try:
                 response = self._call(
                     "set_group_condition",
-                    lambda body=body, meta=meta: self.custom.patch_namespaced_custom_object_status(  # type: ignore[misc]
-                        GROUP,
-                        VERSION,
-                        meta.namespace or "default",
-                        "podgroups",
-                        meta.name,
-                        body,
-                        _content_type=MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout_seconds,
+                    lambda body=body, current=current: self._transport.request(  # type: ignore[misc]
+                        "PATCH", f"{_group_path(current)}/status", body, MERGE_PATCH
                     ),
                 )
             except ApiException as exc:
@@ -619,16 +629,7 @@ class KubeCluster:
             return
 
     def _read_group(self, group: PodGroup) -> PodGroup:
-        response = self.custom.get_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            group.metadata.namespace or "default",
-            "podgroups",
-            group.metadata.name,
-            _preload_content=False,
-            _request_timeout=self.request_timeout_seconds,
-        )
-        return PodGroup.model_validate(read_json(response))
+        return PodGroup.model_validate(prune("podgroups", self._transport.request("GET", _group_path(group))))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         """Queued for the writer thread, after any condition written before it."""
@@ -641,22 +642,11 @@ class KubeCluster:
         current = self._current_group(group)
         if current.metadata.annotations.get(key) == value:
             return
-        meta = current.metadata
         body = {"metadata": {"annotations": {key: value}}}
         try:
             response = self._call(
                 "annotate_group",
-                lambda: self.custom.patch_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    meta.namespace or "default",
-                    "podgroups",
-                    meta.name,
-                    body,
-                    _content_type=MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                ),
+                lambda: self._transport.request("PATCH", _group_path(current), body, MERGE_PATCH),
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -672,13 +662,7 @@ class KubeCluster:
         try:
             response = self._call(
                 "delete",
-                lambda: self.core.delete_namespaced_pod(
-                    meta.name,
-                    meta.namespace or "default",
-                    body=body,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                ),
+                lambda: self._transport.request("DELETE", _pod_path(pod), body),
             )
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -728,10 +712,8 @@ class KubeCluster:
             try:
                 call_with_retry(
                     "event",
-                    lambda namespace=namespace, body=body: read_json(  # type: ignore[misc]
-                        self.events.create_namespaced_event(
-                            namespace, body, _preload_content=False, _request_timeout=self.request_timeout_seconds
-                        )
+                    lambda namespace=namespace, body=body: self._transport.request(  # type: ignore[misc]
+                        "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body
                     ),
                     self._stop,
                     attempts=3,
