@@ -553,7 +553,7 @@ def probe(plane: ControlPlane, namespace: str, run: SchedulerRun, watch: PodWatc
 
 def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
     scheduler = SCHEDULERS[kind]
-    namespace = new_namespace(plane, f"drain-{label}")
+    namespace = new_namespace(plane, label)
     plane.api.create_many(
         "/api/v1/namespaces/{ns}/pods",
         (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
@@ -583,7 +583,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
 
 def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
     scheduler = SCHEDULERS[kind]
-    namespace = new_namespace(plane, f"stream-{label}")
+    namespace = new_namespace(plane, label)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
@@ -619,7 +619,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
 def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
     scheduler = SCHEDULERS[kind]
     api = plane.api
-    namespace = new_namespace(plane, f"preempt-{label}")
+    namespace = new_namespace(plane, label)
     cpu_fill = f"{NODE_CPU * 1000 // FILL_PER_NODE}m"
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
@@ -841,14 +841,14 @@ def main() -> int:
                     if kind == "K" and nodes not in kube_scales:
                         continue
                     timeout = args.kube_preemption_timeout if kind == "K" else 120.0
-                    record(preempt(plane, kind, f"{nodes}-{kind.lower()}{r}", nodes, gang, timeout), r // 2)
+                    record(preempt(plane, kind, f"preempt-{nodes}-{kind.lower()}{r}", nodes, gang, timeout), r // 2)
         plane.ensure_nodes(args.nodes)
         for workload, fn in (("drain", drain), ("stream", stream)):
             if workload not in workloads:
                 continue
             for r, kind in enumerate(order(args.rounds)):
                 if kind in wanted:
-                    record(fn(plane, kind, f"{kind.lower()}{r}", args.nodes, args.pods), r // 2)
+                    record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // 2)
     finally:
         plane.stop()
     print(f"load after: {os.getloadavg()}")

@@ -143,6 +143,37 @@ def _condition_json(condition: Condition) -> dict[str, Any]:
     return condition.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+Copies = dict[str, tuple[Pod, str, Pod]]
+"""Per pod key: the cached object, our gate removed from it or the node we bound it to, and the copy showing that."""
+
+
+def _copy(copies: Copies, key: str, value: str, pod: Pod, field: str) -> Pod:
+    """`pod` without our gate `value` (`field` "gate") or on node `value` ("node"), made once per cached object.
+
+    A fresh copy in every `objects()` call made every assumed pod a new object to the snapshot's
+    PodInfo cache (parsed again each pass) and fed the garbage collector tens of thousands of
+    objects per pass.
+    """
+    made = copies.get(key)
+    if made is not None and made[0] is pod and made[1] == value:
+        return made[2]
+    update: dict[str, Any]
+    if field == "gate":
+        update = {"scheduling_gates": [g for g in pod.spec.scheduling_gates if g.name != value]}
+    else:
+        update = {"node_name": value}
+    copy = pod.model_copy(update={"spec": pod.spec.model_copy(update=update)})
+    copies[key] = (pod, value, copy)
+    return copy
+
+
+def _prune(copies: Copies, live: dict[str, Any]) -> None:
+    """Drop copies whose reason (an assumed binding, a gate removal in flight) is gone."""
+    if len(copies) > len(live):
+        for key in [k for k in copies if k not in live]:
+            del copies[key]
+
+
 def _pod_path(pod: Pod) -> str:
     return f"/api/v1/namespaces/{pod.metadata.namespace or 'default'}/pods/{pod.metadata.name}"
 
@@ -162,7 +193,7 @@ class KubeCluster:
         request_timeout_seconds: float = 10.0,
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
-        binding_workers: int = 4,
+        binding_workers: int = 16,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
@@ -179,7 +210,8 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
-        self._copies: dict[tuple[str, str], tuple[Pod, str, Pod]] = {}
+        self._gate_copies: dict[str, tuple[Pod, str, Pod]] = {}
+        self._node_copies: dict[str, tuple[Pod, str, Pod]] = {}
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
@@ -296,19 +328,22 @@ class KubeCluster:
         with self._lock:
             self._shown_versions = self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
-            used: set[tuple[str, str]] = set()
+            gate_copies, node_copies = self._gate_copies, self._node_copies
             for key, (gate, _) in self._ungating.items():
                 pod = pods.get(key)
                 if pod is not None and any(g.name == gate for g in pod.spec.scheduling_gates):
-                    pods[key] = self._copy(key, "gate", gate, pod, used)
-            for key, node in list(self._assumed.items()):
+                    pods[key] = _copy(gate_copies, key, gate, pod, "gate")
+            confirmed = []
+            for key, node in self._assumed.items():
                 pod = pods.get(key)
                 if pod is None or pod.spec.node_name:
-                    del self._assumed[key]
-                    continue
-                pods[key] = self._copy(key, "node", node, pod, used)
-            for made in [m for m in self._copies if m not in used]:
-                del self._copies[made]
+                    confirmed.append(key)
+                else:
+                    pods[key] = _copy(node_copies, key, node, pod, "node")
+            for key in confirmed:
+                del self._assumed[key]
+            _prune(gate_copies, self._ungating)
+            _prune(node_copies, self._assumed)
             self._shown_nodes = dict(self._assumed)
         return ClusterObjects(
             nodes=self.nodes.items(),
@@ -335,25 +370,6 @@ class KubeCluster:
                 cached[key] = written
                 shown[key] = _version(written)
         return shown
-
-    def _copy(self, key: str, field: str, value: str, pod: Pod, used: set[tuple[str, str]]) -> Pod:
-        """`pod` without our gate (`field` "gate") or on the node we bound it to ("node"), under the lock.
-
-        One copy per cached object, kept while it is needed: a fresh copy in every `objects()` call
-        made every assumed pod a new object to the snapshot's PodInfo cache (parsed again each pass)
-        and fed the garbage collector tens of thousands of objects per pass.
-        """
-        used.add((key, field))
-        made = self._copies.get((key, field))
-        if made is not None and made[0] is pod and made[1] == value:
-            return made[2]
-        if field == "gate":
-            update: dict[str, Any] = {"scheduling_gates": [g for g in pod.spec.scheduling_gates if g.name != value]}
-        else:
-            update = {"node_name": value}
-        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update=update)})
-        self._copies[(key, field)] = (pod, value, copy)
-        return copy
 
     def _current_pod(self, pod: Pod) -> Pod:
         key = object_key(pod)

@@ -11,6 +11,7 @@ SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports
 
 from __future__ import annotations
 
+from scheduler.api.pod import QUEUE_LABEL
 from scheduler.framework.interfaces import ConfigurationWarning
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
@@ -76,6 +77,8 @@ class MinRuntime:
             if info.node_name is None:
                 continue
             group = groups.get(info.group_key) if info.group_key else None
+            if (group is None or not group.spec.queue_name) and QUEUE_LABEL not in info.pod.metadata.labels:
+                continue  # no queue named: the common case, checked without building the unit (runs every pass)
             queue_name = unit_queue(group, (info,))
             if not queue_name or queue_name in queues:
                 continue
