@@ -353,6 +353,7 @@ class Scheduler:
         until: datetime | None = None
         notes: list[str] = []
         resolvable = any(s.code == Code.UNSCHEDULABLE for s in statuses.values())
+        preempting = any(m.pod.status.nominated_node_name for m in unit.members)
         for plugin in self.profile.post_filters if resolvable else ():
             try:
                 result = plugin.post_filter(state.clone(), unit, snapshot, statuses)
@@ -366,11 +367,12 @@ class Scheduler:
                 notes.append(f"{plugin.name}: {result.status.message()}")
             if (result.nominations or result.victims) and self.actuator is not None:
                 self.actuator.actuate(unit, result, snapshot)
+                preempting = True
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)
             until = retry if until is None else min(until, retry)
-        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until)
+        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until, backoff=not preempting)
         suffix = f" {' '.join(notes)}" if notes else ""
         for member in unit.members:
             if member.key in failures:

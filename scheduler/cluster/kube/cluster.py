@@ -148,7 +148,9 @@ Copies = dict[str, tuple[Pod, str, Pod]]
 
 
 def _copy(copies: Copies, key: str, value: str, pod: Pod, field: str) -> Pod:
-    """`pod` without our gate `value` (`field` "gate") or on node `value` ("node"), made once per cached object.
+    """`pod` as our writes in flight will make it, made once per cached object: without our gate `value`
+    (`field` "gate"), on node `value` ("node"), nominated to `value` ("nominated", "" clears) or being
+    deleted ("deleting", `value` its uid).
 
     A fresh copy in every `objects()` call made every assumed pod a new object to the snapshot's
     PodInfo cache (parsed again each pass) and fed the garbage collector tens of thousands of
@@ -157,12 +159,16 @@ def _copy(copies: Copies, key: str, value: str, pod: Pod, field: str) -> Pod:
     made = copies.get(key)
     if made is not None and made[0] is pod and made[1] == value:
         return made[2]
-    update: dict[str, Any]
-    if field == "gate":
-        update = {"scheduling_gates": [g for g in pod.spec.scheduling_gates if g.name != value]}
+    if field == "nominated":
+        copy = pod.model_copy(update={"status": pod.status.model_copy(update={"nominated_node_name": value or None})})
+    elif field == "deleting":
+        deleted = {"deletion_timestamp": datetime.now(UTC)}
+        copy = pod.model_copy(update={"metadata": pod.metadata.model_copy(update=deleted)})
+    elif field == "gate":
+        gates = [g for g in pod.spec.scheduling_gates if g.name != value]
+        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update={"scheduling_gates": gates})})
     else:
-        update = {"node_name": value}
-    copy = pod.model_copy(update={"spec": pod.spec.model_copy(update=update)})
+        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": value})})
     copies[key] = (pod, value, copy)
     return copy
 
@@ -172,6 +178,13 @@ def _prune(copies: Copies, live: dict[str, Any]) -> None:
     if len(copies) > len(live):
         for key in [k for k in copies if k not in live]:
             del copies[key]
+
+
+def _reason(exc: BaseException | None) -> str:
+    """What failed, for a log line: the HTTP status, else the exception's type (never its text: it may hold a token)."""
+    if isinstance(exc, ApiException):
+        return str(exc.status)
+    return type(exc).__name__
 
 
 def _pod_path(pod: Pod) -> str:
@@ -194,6 +207,7 @@ class KubeCluster:
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
         binding_workers: int = 16,
+        preemption_workers: int = 16,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
@@ -210,8 +224,17 @@ class KubeCluster:
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
-        self._gate_copies: dict[str, tuple[Pod, str, Pod]] = {}
-        self._node_copies: dict[str, tuple[Pod, str, Pod]] = {}
+        self._gate_copies: Copies = {}
+        self._node_copies: Copies = {}
+        self._nominating: dict[str, str] = {}
+        """Nominations being written (pod key -> node, "" to clear), shown by `objects()` meanwhile."""
+        self._nominated_copies: Copies = {}
+        self._deleting: dict[str, str] = {}
+        """Victims whose deletion was requested (pod key -> uid), shown as terminating by `objects()` meanwhile."""
+        self._deleting_copies: Copies = {}
+        self._disrupting: dict[str, Future[None]] = {}
+        """DisruptionTarget writes in flight, by pod key: the victim's deletion is sent once its write succeeded."""
+        self._preempter = ThreadPoolExecutor(max_workers=preemption_workers, thread_name_prefix="preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
@@ -267,6 +290,7 @@ class KubeCluster:
 
     def stop(self) -> None:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
+        self._preempter.shutdown(wait=True, cancel_futures=True)
         self._binder.shutdown(wait=True, cancel_futures=True)
         self._gater.shutdown(wait=True, cancel_futures=True)
         self._writer.shutdown(wait=True)
@@ -342,8 +366,23 @@ class KubeCluster:
                     pods[key] = _copy(node_copies, key, node, pod, "node")
             for key in confirmed:
                 del self._assumed[key]
+            for key, nominee in self._nominating.items():
+                pod = pods.get(key)
+                if pod is not None and (pod.status.nominated_node_name or "") != nominee:
+                    pods[key] = _copy(self._nominated_copies, key, nominee, pod, "nominated")
+            shown = []
+            for key, uid in self._deleting.items():
+                pod = pods.get(key)
+                if pod is None or pod.metadata.uid != uid or pod.metadata.deletion_timestamp is not None:
+                    shown.append(key)
+                else:
+                    pods[key] = _copy(self._deleting_copies, key, uid, pod, "deleting")
+            for key in shown:
+                del self._deleting[key]
             _prune(gate_copies, self._ungating)
             _prune(node_copies, self._assumed)
+            _prune(self._nominated_copies, self._nominating)
+            _prune(self._deleting_copies, self._deleting)
             self._shown_nodes = dict(self._assumed)
         return ClusterObjects(
             nodes=self.nodes.items(),
@@ -536,26 +575,55 @@ class KubeCluster:
         return self._transport.request("PATCH", path, body, content_type)
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+        """Shown by `objects()` at once and written by the preemption workers, in parallel with the victims.
+
+        Written one after another, a 64-member gang's nominations and its 320 victims' writes held
+        the loop for 4-5 s (issue 12). A write that fails for good drops what was shown and wakes
+        the loop, so the next pass decides again from what the cluster holds.
+        """
+        if not self.may_write():
+            raise NotLeader("nominate")
         current = self._current_pod(pod)
-        if current.status.nominated_node_name == node_name:
-            return
-        body = {"status": {"nominatedNodeName": node_name}}
-        try:
-            response = self._call(
-                "nominate", lambda: self._patch_pod(current, body, STRATEGIC_MERGE_PATCH, status=True)
-            )
-        except ApiException as exc:
-            if exc.status == 404:
+        key = object_key(pod)
+        nominee = node_name or ""
+        with self._lock:
+            shown = self._nominating.get(key, current.status.nominated_node_name or "")
+            if shown == nominee:
                 return
-            raise
-        self._remember_pod(response)
+            self._nominating[key] = nominee
+        self._preempter.submit(self._send_nomination, current, nominee)
+
+    def _send_nomination(self, pod: Pod, nominee: str) -> None:
+        key = object_key(pod)
+        body = {"status": {"nominatedNodeName": nominee or None}}
+        try:
+            response = self._call("nominate", lambda: self._patch_pod(pod, body, STRATEGIC_MERGE_PATCH, status=True))
+            self._remember_pod(response)
+        except Exception as exc:
+            if not (isinstance(exc, ApiException) and exc.status == 404):
+                log.warning("nomination failed", pod=key, node=nominee, error=_reason(exc))
+                self.changed.set()
+        finally:
+            with self._lock:
+                if self._nominating.get(key) == nominee:
+                    del self._nominating[key]
 
     def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
-        """DisruptionTarget is written before returning (the actuator deletes the victim next);
-        PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+        """PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+
+        DisruptionTarget goes to the preemption workers; the victim's deletion that follows
+        (`delete_pod`) is sent only once this write succeeded, as upstream's preemption executor does.
+        Any other condition is written before returning.
         """
         current = self._current_pod(pod)
         if _merge_condition(current.status.conditions, condition, self.now()) is None:
+            return
+        if condition.type == "DisruptionTarget":
+            if not self.may_write():
+                raise NotLeader("set_condition")
+            future = self._preempter.submit(self._write_pod_condition, pod, condition)
+            with self._lock:
+                self._disrupting[object_key(pod)] = future
             return
         if condition.type != "PodScheduled":
             self._write_pod_condition(pod, condition)
@@ -671,6 +739,46 @@ class KubeCluster:
         self._remember_group(response)
 
     def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        """Shown as terminating by `objects()` at once; sent by the preemption workers, after the pod's
+        DisruptionTarget write when one is in flight. A deletion that fails for good drops what was
+        shown and wakes the loop: the victim counts as running again and the next pass decides anew.
+        """
+        if not self.may_write():
+            raise NotLeader("delete")
+        key = object_key(pod)
+        with self._lock:
+            self._deleting[key] = pod.metadata.uid or ""
+            marked = self._disrupting.pop(key, None)
+        if marked is None:
+            self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
+            return
+
+        def after_condition(done: Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                error = "cancelled" if done.cancelled() else _reason(done.exception())
+                log.warning("victim not deleted: its DisruptionTarget was not written", pod=key, error=error)
+                self._undelete(key)
+                return
+            try:
+                self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
+            except RuntimeError:  # shutting down: the next leader decides again
+                self._undelete(key)
+
+        marked.add_done_callback(after_condition)
+
+    def _undelete(self, key: str) -> None:
+        with self._lock:
+            self._deleting.pop(key, None)
+        self.changed.set()
+
+    def _send_deletion(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        try:
+            self._delete_now(pod, grace_period_seconds)
+        except Exception as exc:
+            log.warning("victim not deleted", pod=object_key(pod), error=_reason(exc))
+            self._undelete(object_key(pod))
+
+    def _delete_now(self, pod: Pod, grace_period_seconds: int | None) -> None:
         meta = pod.metadata
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
         if grace_period_seconds is not None:
