@@ -16,7 +16,7 @@ import structlog
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.node import Node
-from scheduler.api.pod import Pod
+from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, ResolvedPriority, resolve_priority
 from scheduler.api.quantity import PODS
@@ -188,6 +188,7 @@ class _Base:
     running: list[list[PodInfo]] = field(default_factory=list)
     members: dict[str, list[PodInfo]] = field(default_factory=dict)
     nominated: dict[str, PodInfo] = field(default_factory=dict)
+    queued: dict[str, PodInfo] = field(default_factory=dict)
     charges: dict[str, _Charge] = field(default_factory=dict)
     shapes: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
     vectors: list[IntArray] = field(default_factory=list)
@@ -283,6 +284,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
         delta.removed[0].append(charge.row)
         delta.removed[1].append(charge.shape)
     base.nominated.pop(key, None)
+    base.queued.pop(key, None)
 
 
 def _charge(
@@ -304,6 +306,8 @@ def _charge(
     base.infos[key] = info
     if info.group_key is not None:
         base.members.setdefault(info.group_key, []).append(info)
+    if QUEUE_LABEL in pod.metadata.labels:
+        base.queued[key] = info
     row: int | None = None
     shape = -1
     if info.node_name is not None:
@@ -384,4 +388,5 @@ def build_snapshot(
         config=config,
         members={key: list(pods) for key, pods in base.members.items()},
         nominated=list(base.nominated.values()),
+        queued=list(base.queued.values()),
     )

@@ -95,6 +95,7 @@ def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
         [sorted(info.key for info in pods) for pods in snapshot.running],
         {key: sorted(info.key for info in pods) for key, pods in snapshot.members.items()},
         sorted(info.key for info in snapshot.nominated),
+        sorted(info.key for info in snapshot.queued),
     )
 
 
@@ -111,6 +112,8 @@ def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]
     pod = make_pod(name).req(cpu=cpu)
     if draw(st.booleans()):
         pod = pod.group("g")
+    if draw(st.booleans()):
+        pod = pod.queue("research")
     if what == "delete":
         objects.pods.pop(key, None)
     elif what == "assume":

@@ -11,7 +11,6 @@ SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports
 
 from __future__ import annotations
 
-from scheduler.api.pod import QUEUE_LABEL
 from scheduler.framework.interfaces import ConfigurationWarning
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import Snapshot
@@ -73,12 +72,13 @@ class MinRuntime:
                 found.append(ConfigurationWarning(queue, QUEUE_CYCLE, note, version))
         seen: set[str] = set()
         groups, queues = snapshot.groups, snapshot.queues
-        for info in snapshot.pods.values():
+        # Only pods that can name a queue: members of a group with a queue, and pods with the queue
+        # label. Walking every pod here cost ~10 ms a pass at 10,000 pods (issue 12).
+        named = [info for key, g in groups.items() if g.spec.queue_name for info in snapshot.members.get(key, ())]
+        for info in [*named, *snapshot.queued]:
             if info.node_name is None:
                 continue
             group = groups.get(info.group_key) if info.group_key else None
-            if (group is None or not group.spec.queue_name) and QUEUE_LABEL not in info.pod.metadata.labels:
-                continue  # no queue named: the common case, checked without building the unit (runs every pass)
             queue_name = unit_queue(group, (info,))
             if not queue_name or queue_name in queues:
                 continue
