@@ -689,6 +689,7 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         ),
     )
     last_created = time.perf_counter()
+    last_created_wall = time.time()
 
     def fill() -> Iterator[PodState]:
         return (s for name, s in watch.pods.items() if name.startswith("fill-"))
@@ -715,7 +716,8 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         cpu_seconds=cpu,
         hwm_mib=hwm,
         victims=dict(sorted(victims.items())),
-        note="" if bound else f"not all bound after {timeout:.0f} s",
+        note=f"last member created at {last_created_wall:.3f}"
+        + ("" if bound else f"; not all bound after {timeout:.0f} s"),
     )
 
 

@@ -234,6 +234,8 @@ class KubeCluster:
         self._deleting_copies: Copies = {}
         self._disrupting: dict[str, Future[None]] = {}
         """DisruptionTarget writes in flight, by pod key: the victim's deletion is sent once its write succeeded."""
+        self._scheduled_conditions: dict[str, tuple[Pod, Condition]] = {}
+        """PodScheduled conditions waiting for the writer thread, by pod key (the newest wins)."""
         self._preempter = ThreadPoolExecutor(max_workers=preemption_workers, thread_name_prefix="preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
@@ -630,7 +632,19 @@ class KubeCluster:
             return
         if not self.may_write():
             raise NotLeader("set_condition")
-        self._writer.submit(self._write_pod_condition_quietly, pod, condition)
+        key = object_key(pod)
+        with self._lock:
+            queued = key in self._scheduled_conditions
+            self._scheduled_conditions[key] = (pod, condition)
+        if not queued:
+            self._writer.submit(self._write_latest_pod_condition, key)
+
+    def _write_latest_pod_condition(self, key: str) -> None:
+        """Write the newest PodScheduled condition asked for `key`: one write however many passes changed
+        its message while the writer was busy (a gang waiting for victims counts them down each pass)."""
+        with self._lock:
+            pod, condition = self._scheduled_conditions.pop(key)
+        self._write_pod_condition_quietly(pod, condition)
 
     def _write_pod_condition_quietly(self, pod: Pod, condition: Condition) -> None:
         try:

@@ -14,6 +14,7 @@ import time
 import uuid
 from datetime import datetime
 
+import numpy.ma  # noqa: F401  numpy imports it on the first np.unique: ~15 ms inside the first preemption decision
 import structlog
 from kubernetes import client
 
