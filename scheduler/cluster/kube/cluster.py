@@ -240,7 +240,7 @@ class KubeCluster:
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
-        self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
+        self._gater = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
@@ -767,16 +767,23 @@ class KubeCluster:
             self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
             return
 
+        caller = threading.get_ident()
+
         def after_condition(done: Future[None]) -> None:
+            """Runs in the worker that wrote the condition, which sends the deletion right away (a victim is
+            gone sooner than if it queued behind every other victim's condition); in the caller's thread
+            only when the write had already finished, and then the deletion goes to the pool."""
             if done.cancelled() or done.exception() is not None:
                 error = "cancelled" if done.cancelled() else _reason(done.exception())
                 log.warning("victim not deleted: its DisruptionTarget was not written", pod=key, error=error)
                 self._undelete(key)
-                return
-            try:
-                self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
-            except RuntimeError:  # shutting down: the next leader decides again
-                self._undelete(key)
+            elif threading.get_ident() != caller:
+                self._send_deletion(pod, grace_period_seconds)
+            else:
+                try:
+                    self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
+                except RuntimeError:  # shutting down: the next leader decides again
+                    self._undelete(key)
 
         marked.add_done_callback(after_condition)
 
