@@ -616,6 +616,10 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     )
 
 
+def span(times: list[float], origin: float) -> str:
+    return f"{min(times) - origin:.2f}-{max(times) - origin:.2f} s" if times else "-"
+
+
 def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
     scheduler = SCHEDULERS[kind]
     api = plane.api
@@ -703,6 +707,9 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         ]
         victims = Counter(f"fill-{s.priority // 1000}" for s in fill() if s.marked_at)
         last_bound = max((watch.pods[m].bound_at or 0.0 for m in members if m in watch.pods), default=0.0)
+        gone = [s.gone_at for s in fill() if s.gone_at]
+        nominated = [s.nominated_at for m in members if (s := watch.pods.get(m)) is not None and s.nominated_at]
+        spans = f"nominated {span(nominated, last_created)}, victims gone {span(gone, last_created)}; "
     watch.stop()
     cleanup(plane, namespace)
     return Result(
@@ -716,7 +723,8 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         cpu_seconds=cpu,
         hwm_mib=hwm,
         victims=dict(sorted(victims.items())),
-        note=f"last member created at {last_created_wall:.3f}"
+        note=spans
+        + f"last member created at {last_created_wall:.3f}"
         + ("" if bound else f"; not all bound after {timeout:.0f} s"),
     )
 
