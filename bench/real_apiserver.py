@@ -19,10 +19,12 @@ Workloads (`--workloads`, default all three):
 - `preempt`: the 64-pod gang preemption (DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
-  1000:64). The optimal decision evicts 5 pods on each of GANG lowest-class nodes, all of class 0. Measured from the moment the last member's create returned:
+  1000:64). The optimal decision evicts 5 pods on each of GANG lowest-class nodes, all of class 0.
+  Measured from the moment the last member's create returned:
   the decision (the first victim marked or deleted, or a member nominated, whichever the watch
   sees first) and all members bound. Victims and their classes come from the watch (every pod
-  marked for disruption or deleted), so both schedulers' choices are checked the same way. The victims keep a 30 s grace period; the bench acts as their
+  marked for disruption or deleted), so both schedulers' choices are checked the same way.
+  The victims keep a 30 s grace period; the bench acts as their
   kubelet for both schedulers alike: it confirms each deletion at once (DELETE with
   gracePeriodSeconds=0 and a uid precondition), as if the containers exited on SIGTERM.
   Phalanx gets our PodGroup (gang minCount, members labelled, gated as the webhook would gate them);
