@@ -505,7 +505,23 @@ class PhalanxRun(SchedulerRun):
         return {**os.environ, "PHALANX_LOG_FORMAT": "json", "PHALANX_LOG_LEVEL": "info"}
 
 
-SCHEDULERS: dict[str, type[SchedulerRun]] = {"K": KubeSchedulerRun, "P": PhalanxRun}
+class PhalanxBeforeRun(PhalanxRun):
+    """`phalanx scheduler` from another checkout (`--before DIR`, e.g. a `git worktree` of an older
+    commit), run by this venv's Python with that checkout first on the path: before and after in one run."""
+
+    name = "phalanx-before"
+    checkout: Path | None = None
+
+    def command(self, plane: ControlPlane) -> list[str]:
+        main = "import sys; from phalanx.cli import main; sys.exit(main())"
+        return [sys.executable, "-c", main, *super().command(plane)[1:]]
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "PYTHONPATH": str(self.checkout)}
+
+
+SCHEDULERS: dict[str, type[SchedulerRun]] = {"K": KubeSchedulerRun, "P": PhalanxRun, "B": PhalanxBeforeRun}
+NAMES = {kind: run.name for kind, run in SCHEDULERS.items()}
 
 
 # ------------------------------------------------------------------------------------------------ workloads
@@ -651,7 +667,7 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
     members = [f"gang-{m}" for m in range(gang)]
-    if kind == "P":
+    if kind in ("P", "B"):
         api.request(
             "POST",
             f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
@@ -738,9 +754,9 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
 # ---------------------------------------------------------------------------------------------------- report
 
 
-def order(rounds: int) -> list[str]:
-    """K P P K, repeated: each scheduler goes first and last equally often."""
-    return [k for r in range(rounds) for k in (("K", "P") if r % 2 == 0 else ("P", "K"))]
+def order(rounds: int, kinds: str = "KP") -> list[str]:
+    """K P P K (or K P B B P K), repeated: each scheduler goes first and last equally often."""
+    return [k for r in range(rounds) for k in (kinds if r % 2 == 0 else kinds[::-1])]
 
 
 def median(values: list[float | None]) -> float | None:
@@ -756,7 +772,7 @@ def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def report(results: list[Result], kube_scales: set[int]) -> None:
+def report(results: list[Result]) -> None:
     def by(workload: str, scheduler: str, nodes: int | None = None) -> list[Result]:
         return [
             r
@@ -776,25 +792,24 @@ def report(results: list[Result], kube_scales: set[int]) -> None:
             line += f" ({fmt(r.cpu_ms_per_pod, 2)} ms/pod)"
         line += f", peak RSS {fmt(r.hwm_mib, 0)} MiB {r.note}"
         print(line)
-    print("\n== medians (phalanx / kube-scheduler)")
+    print("\n== medians (ratios: to kube-scheduler)")
+    names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
     for workload in ("drain", "stream"):
-        k, p = by(workload, "kube-scheduler"), by(workload, "phalanx")
-        if not k and not p:
+        runs = {name: by(workload, name) for name in names}
+        if not any(runs.values()):
             continue
-        kr, pr = median([r.pods_per_second for r in k]), median([r.pods_per_second for r in p])
-        kc, pc = median([r.cpu_ms_per_pod for r in k]), median([r.cpu_ms_per_pod for r in p])
-        kh, ph = median([r.hwm_mib for r in k]), median([r.hwm_mib for r in p])
-        n = (k or p)[0]
-        print(f"| {workload} {n.nodes:,} nodes / {n.pods:,} pods | pods/s | CPU ms/pod | peak RSS MiB |")
-        print(f"| kube-scheduler | {fmt(kr)} | {fmt(kc, 2)} | {fmt(kh, 0)} |")
-        print(f"| phalanx | {fmt(pr)} | {fmt(pc, 2)} | {fmt(ph, 0)} |")
-        print(f"| ratio | {ratio(pr, kr)} | {ratio(pc, kc)} | {ratio(ph, kh)} |")
+        n = next(r for rs in runs.values() for r in rs)
+        print(f"| {workload} {n.nodes:,} nodes / {n.pods:,} pods | pods/s | CPU ms/pod | peak RSS MiB | pods/s ratio |")
+        kube = median([r.pods_per_second for r in runs.get("kube-scheduler", [])])
+        for name, rs in runs.items():
+            rate = median([r.pods_per_second for r in rs])
+            cpu, hwm = median([r.cpu_ms_per_pod for r in rs]), median([r.hwm_mib for r in rs])
+            print(f"| {name} | {fmt(rate)} | {fmt(cpu, 2)} | {fmt(hwm, 0)} | {ratio(rate, kube)} |")
     for nodes in sorted({r.nodes for r in results if r.workload == "preempt"}):
-        k, p = by("preempt", "kube-scheduler", nodes), by("preempt", "phalanx", nodes)
-        print(
-            f"| preempt {nodes:,} nodes, gang {(k or p)[0].pods} | decision s | all bound s | victims | peak RSS MiB |"
-        )
-        for name, runs in (("kube-scheduler", k), ("phalanx", p)):
+        gang = next(r.pods for r in results if r.workload == "preempt" and r.nodes == nodes)
+        print(f"| preempt {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
+        for name in names:
+            runs = by("preempt", name, nodes)
             if not runs:
                 quoted = PUBLISHED_KUBE_DECISION.get(nodes, "not run")
                 print(f"| {name} | {quoted} (published, not run) | - | - | - |")
@@ -826,6 +841,7 @@ def main() -> int:
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
     parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
+    parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     args = parser.parse_args()
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
@@ -835,6 +851,11 @@ def main() -> int:
         args.py_spy.mkdir(parents=True, exist_ok=True)
         SchedulerRun.profile_dir = args.py_spy
     wanted = set(args.schedulers.split(","))
+    kinds = "KP"
+    if args.before is not None:
+        PhalanxBeforeRun.checkout = args.before.resolve()
+        wanted.add("B")
+        kinds = "KPB"
     kube_scales = {n for n, _ in scales(args.kube_preemption)}
     print(f"load before: {os.getloadavg()}", flush=True)
     plane = ControlPlane(args.keep)
@@ -851,24 +872,27 @@ def main() -> int:
         if "preempt" in workloads:
             for nodes, gang in scales(args.preemption):
                 plane.ensure_nodes(nodes)
-                for r, kind in enumerate(order(args.rounds)):
+                for r, kind in enumerate(order(args.rounds, kinds)):
                     if kind not in wanted:
                         continue
                     if kind == "K" and nodes not in kube_scales:
                         continue
                     timeout = args.kube_preemption_timeout if kind == "K" else 120.0
-                    record(preempt(plane, kind, f"preempt-{nodes}-{kind.lower()}{r}", nodes, gang, timeout), r // 2)
+                    record(
+                        preempt(plane, kind, f"preempt-{nodes}-{kind.lower()}{r}", nodes, gang, timeout),
+                        r // len(kinds),
+                    )
         plane.ensure_nodes(args.nodes)
         for workload, fn in (("drain", drain), ("stream", stream)):
             if workload not in workloads:
                 continue
-            for r, kind in enumerate(order(args.rounds)):
+            for r, kind in enumerate(order(args.rounds, kinds)):
                 if kind in wanted:
-                    record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // 2)
+                    record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // len(kinds))
     finally:
         plane.stop()
     print(f"load after: {os.getloadavg()}")
-    report(results, kube_scales)
+    report(results)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
