@@ -268,7 +268,7 @@ class PodWatch:
         self.bound = 0
         self.cond = threading.Condition()
         self._start_pods = start_pods
-        self._kubelet = ThreadPoolExecutor(8)
+        self._kubelet = ThreadPoolExecutor(32)  # one kubelet per node acts in parallel in a real cluster
         self._finishing: set[str] = set()
         self._started: set[str] = set()
         self._stop = False

@@ -129,3 +129,19 @@ def cached_version(cluster: KubeCluster) -> str | None:
 def reported_version(apiserver: ApiServer) -> str | None:
     stored = apiserver.get("pods", "p", "default")
     return stored["metadata"]["resourceVersion"] if stored is not None else None
+
+
+def test_unschedulable_message_does_not_wake(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    """A pending pod's PodScheduled=False reason and message are ours, for users: no pass reads them."""
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: cached_version(cluster) == reported_version(apiserver))
+    for message in ("0/2 nodes are available", "waiting for 3 preempted pod(s)"):
+        time.sleep(0.1)
+        cluster.changed.clear()
+        pending = apiserver.get("pods", "p", "default")
+        assert pending is not None
+        pending["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": message}]}
+        apiserver.apply(pending)
+        wait_for(lambda: cached_version(cluster) == reported_version(apiserver))
+        time.sleep(0.2)
+        assert not cluster.changed.is_set(), message

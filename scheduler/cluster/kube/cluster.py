@@ -73,7 +73,7 @@ def api_client_from(kubeconfig: str | Path | None) -> client.ApiClient:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(kubeconfig), client_configuration=configuration
         )
-    configuration.connection_pool_maxsize = 32
+    configuration.connection_pool_maxsize = 64
     # The loaders' token-refresh hook sets `host` again before every request, and while the proxy
     # comes from the environment each of those re-reads every environment variable (~65 us of a
     # Binding's ~1 ms of CPU). Pinning the proxy the environment gives for this host keeps it as is.
@@ -99,8 +99,10 @@ def _version(obj: ApiModel | None) -> int:
         return 0
 
 
-SCHEDULING_CONDITIONS = ("PodScheduled", "DisruptionTarget")
-"""The Pod conditions a pass or a write reads; the kubelet's others (Ready, ...) change nothing for it."""
+SCHEDULING_CONDITIONS = ("DisruptionTarget",)
+"""The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
+True transition, which comes with the Binding); its False reason and message are ours, written to
+inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
 
 
 def same_for_scheduling(old: Pod, new: Pod) -> bool:
@@ -207,7 +209,7 @@ class KubeCluster:
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
         binding_workers: int = 16,
-        preemption_workers: int = 16,
+        preemption_workers: int = 32,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"

@@ -1,9 +1,9 @@
 """The scheduler process against a cluster: informers, leader election, the pass loop, metrics.
 
 A pass runs when the informers report a change or when the runner's `next_wakeup()` is due, once
-the changes have settled: 20 ms without a new one, or 100 ms after the first, so a burst of watch
+the changes have settled: 20 ms without a new one, or 50 ms after the first, so a burst of watch
 events costs one pass, not hundreds, and a steady stream of them (pods created one after another)
-at most ten passes a second, each placing what arrived meanwhile. Each time this
+at most twenty passes a second, each placing what arrived meanwhile. Each time this
 replica becomes leader it starts from a fresh `Scheduler` built on the informer cache: everything
 (bound pods, nominations, victims still terminating) is rebuilt from the API, never remembered.
 """
@@ -43,7 +43,7 @@ class SchedulerProcess:
         identity: str | None = None,
         lease_namespace: str = "kube-system",
         settle_seconds: float = 0.02,
-        max_settle_seconds: float = 0.1,
+        max_settle_seconds: float = 0.05,
         idle_seconds: float = 30.0,
         watch_timeout_seconds: int = 300,
         request_timeout_seconds: float = 10.0,
