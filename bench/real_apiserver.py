@@ -27,7 +27,8 @@ Workloads (`--workloads`, default all three):
   The victims keep a 30 s grace period; the bench acts as their
   kubelet for both schedulers alike: it confirms each deletion at once (DELETE with
   gracePeriodSeconds=0 and a uid precondition), as if the containers exited on SIGTERM.
-  Phalanx gets our PodGroup (gang minCount, members labelled, gated as the webhook would gate them);
+  Phalanx gets our PodGroup (gang minCount, members labelled, no scheduling gate: without the webhook
+  nothing adds one, and GangReadiness holds the members until minCount exist);
   kube-scheduler gets the native scheduling.k8s.io/v1alpha2 PodGroup and `spec.schedulingGroup`.
   kube-scheduler needs 235 s at 500 nodes and 870-1,067 s at 1,000 nodes for this decision, so by
   default it runs only at the small scale of `--kube-preemption` (100 nodes, a 16-pod gang) and the
@@ -74,7 +75,6 @@ GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
 PHALANX_SCHEDULER = "phalanx-scheduler"
 KUBE_SCHEDULER = "default-scheduler"
-PHALANX_GATE = "scheduling.phalanx.dev/gang"
 GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
 NODE_CPU = 32
 CLASSES = 5
@@ -682,7 +682,10 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
                 },
             },
         )
-        extra: dict[str, Any] = {"schedulingGates": [{"name": PHALANX_GATE}]}
+        # No gate: without the webhook nothing adds one, and none is needed. GangReadiness (PreEnqueue)
+        # parks every member until the PodGroup and minCount members exist, as kube-scheduler's gang
+        # scheduling does for the native pods, which carry no gate either.
+        extra: dict[str, Any] = {}
         labels = {GROUP_LABEL: "gang"}
     else:
         api.request(
