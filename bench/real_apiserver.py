@@ -429,7 +429,10 @@ class SchedulerRun:
     def __init__(self, plane: ControlPlane, label: str) -> None:
         self.log = open(plane.dir / "logs" / f"bench-{self.name}-{label}.log", "wb")  # noqa: SIM115
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(self.command(plane), stdout=self.log, stderr=subprocess.STDOUT, env=self.env())
+        self.proc = subprocess.Popen(
+            self.command(plane), stdout=self.log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.cwd()
+        )
+        RUNNING.append(self.proc)
         self.spy: subprocess.Popen[bytes] | None = None
         if self.profile_dir is not None and self.name == "phalanx":
             out = self.profile_dir / f"{label}.txt"
@@ -442,6 +445,9 @@ class SchedulerRun:
 
     def env(self) -> dict[str, str]:
         return dict(os.environ)
+
+    def cwd(self) -> Path:
+        return ROOT
 
     def cpu(self) -> float:
         return proc_cpu_seconds(self.proc.pid)
@@ -519,6 +525,13 @@ class PhalanxBeforeRun(PhalanxRun):
     def env(self) -> dict[str, str]:
         return {**super().env(), "PYTHONPATH": str(self.checkout)}
 
+    def cwd(self) -> Path:
+        # `python -c` puts the working directory first on sys.path: from ROOT it would import this checkout.
+        return self.checkout or ROOT
+
+
+RUNNING: list[subprocess.Popen[bytes]] = []
+"""Every scheduler process started, so an interrupted bench leaves none behind."""
 
 SCHEDULERS: dict[str, type[SchedulerRun]] = {"K": KubeSchedulerRun, "P": PhalanxRun, "B": PhalanxBeforeRun}
 NAMES = {kind: run.name for kind, run in SCHEDULERS.items()}
@@ -896,6 +909,10 @@ def main() -> int:
                 if kind in wanted:
                     record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // len(kinds))
     finally:
+        for proc in RUNNING:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         plane.stop()
     print(f"load after: {os.getloadavg()}")
     report(results)
