@@ -35,7 +35,7 @@ Workloads (`--workloads`, default all three):
   table quotes its published figures for the large ones; `--kube-preemption 100:16,500:64,1000:64`
   runs it everywhere (each run is cut at `--kube-preemption-timeout`).
 
-Run (about 15 minutes on 2 cores):
+Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
 
     .venv/bin/python bench/real_apiserver.py
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads drain --rounds 1

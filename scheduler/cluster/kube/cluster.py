@@ -221,6 +221,7 @@ class KubeCluster:
         # Any: with `_preload_content=False` the calls return the raw urllib3 response, not the typed model.
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
+        self.events: Any = client.EventsV1Api(api)
         self._transport = Transport(api, request_timeout_seconds)
         self._lock = threading.Lock()
         self._pod_overlay: dict[str, Pod] = {}
@@ -487,7 +488,12 @@ class KubeCluster:
             self._forget_binding(key)
             return
         try:
-            self._call("bind", lambda: self._transport.request("POST", f"{_pod_path(pod)}/binding", body))
+            self._call(
+                "bind",
+                lambda: self._transport.request(
+                    self.core.create_namespaced_pod_binding, f"{_pod_path(pod)}/binding", body
+                ),
+            )
         except ApiException as exc:
             placed = ALREADY_ASSIGNED.search(exc.body or "") if exc.status == 409 else None
             if placed is not None:
@@ -568,15 +574,20 @@ class KubeCluster:
                     return
                 if exc.status != 422:
                     raise
-                current = Pod.model_validate(prune("pods", self._transport.request("GET", _pod_path(current))))
+                current = Pod.model_validate(
+                    prune("pods", self._transport.request(self.core.read_namespaced_pod, _pod_path(current)))
+                )
                 continue
             self._remember_pod(response)
             return
         raise RuntimeError(f"scheduling gate {gate} of {object_key(pod)}: kept changing under us")
 
     def _patch_pod(self, pod: Pod, body: Any, content_type: str, status: bool) -> Any:
-        path = f"{_pod_path(pod)}/status" if status else _pod_path(pod)
-        return self._transport.request("PATCH", path, body, content_type)
+        if status:
+            return self._transport.request(
+                self.core.patch_namespaced_pod_status, f"{_pod_path(pod)}/status", body, content_type
+            )
+        return self._transport.request(self.core.patch_namespaced_pod, _pod_path(pod), body, content_type)
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
         """Shown by `objects()` at once and written by the preemption workers, in parallel with the victims.
@@ -715,7 +726,10 @@ class KubeCluster:
                 response = self._call(
                     "set_group_condition",
                     lambda body=body, current=current: self._transport.request(  # type: ignore[misc]
-                        "PATCH", f"{_group_path(current)}/status", body, MERGE_PATCH
+                        self.custom.patch_namespaced_custom_object_status,
+                        f"{_group_path(current)}/status",
+                        body,
+                        MERGE_PATCH,
                     ),
                 )
             except ApiException as exc:
@@ -729,7 +743,9 @@ class KubeCluster:
             return
 
     def _read_group(self, group: PodGroup) -> PodGroup:
-        return PodGroup.model_validate(prune("podgroups", self._transport.request("GET", _group_path(group))))
+        return PodGroup.model_validate(
+            prune("podgroups", self._transport.request(self.custom.get_namespaced_custom_object, _group_path(group)))
+        )
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         """Queued for the writer thread, after any condition written before it."""
@@ -746,7 +762,9 @@ class KubeCluster:
         try:
             response = self._call(
                 "annotate_group",
-                lambda: self._transport.request("PATCH", _group_path(current), body, MERGE_PATCH),
+                lambda: self._transport.request(
+                    self.custom.patch_namespaced_custom_object, _group_path(current), body, MERGE_PATCH
+                ),
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -809,7 +827,7 @@ class KubeCluster:
         try:
             response = self._call(
                 "delete",
-                lambda: self._transport.request("DELETE", _pod_path(pod), body),
+                lambda: self._transport.request(self.core.delete_namespaced_pod, _pod_path(pod), body),
             )
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -860,7 +878,9 @@ class KubeCluster:
                 call_with_retry(
                     "event",
                     lambda namespace=namespace, body=body: self._transport.request(  # type: ignore[misc]
-                        "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body
+                        self.events.create_namespaced_event,
+                        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                        body,
                     ),
                     self._stop,
                     attempts=3,

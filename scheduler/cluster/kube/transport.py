@@ -7,6 +7,10 @@ shapes, so they go straight to the same `urllib3` pool, with the same TLS settin
 User-Agent and credentials (`Configuration.auth_settings()`, whose refresh hook keeps a rotated
 service-account token current). The client stays in charge of configuration, auth and watches.
 
+Each request names the generated client's method whose route it takes (`route`): its HTTP method
+comes from there, and the chart's RBAC test (`tests/chart/api_calls.py`) maps the request to the
+grant it needs through that name, as it does for calls made through the client.
+
 Failures look as they do from the generated client: an HTTP error raises `ApiException` with
 status, body and headers (so `backoff.py` honours Retry-After and callers map 404/409/422), and a
 dropped connection or timeout raises urllib3's own errors.
@@ -14,6 +18,7 @@ dropped connection or timeout raises urllib3's own errors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,6 +27,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 JSON = "application/json"
+VERBS = (("create_", "POST"), ("read_", "GET"), ("get_", "GET"), ("patch_", "PATCH"), ("delete_", "DELETE"))
+"""The generated client's method prefixes and the HTTP method each sends."""
+
+
+def verb(route: Callable[..., Any]) -> str:
+    name = route.__name__
+    return next(method for prefix, method in VERBS if name.startswith(prefix))
 
 
 class Transport:
@@ -32,8 +44,9 @@ class Transport:
         self._headers = {**api.default_headers, "Accept": JSON}
         self._timeout = urllib3.Timeout(total=timeout_seconds)
 
-    def request(self, method: str, path: str, body: Any = None, content_type: str = JSON) -> Any:
-        """Send one request; returns the decoded JSON body (None when empty)."""
+    def request(self, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON) -> Any:
+        """Send one request along `route` (a method of a `kubernetes.client` API class) to `path`;
+        returns the decoded JSON body (None when empty)."""
         headers = dict(self._headers)
         for setting in self._configuration.auth_settings().values():
             if setting["in"] == "header" and setting["value"]:
@@ -43,7 +56,7 @@ class Transport:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
         response = self._pool.request(
-            method,
+            verb(route),
             self._host + path,
             body=data,
             headers=headers,
