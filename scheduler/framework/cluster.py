@@ -57,7 +57,7 @@ class Cluster(Protocol):
         """POST pods/binding; a pod already bound elsewhere raises `AlreadyBound`."""
 
     def refused_writes(self) -> list[BackgroundRefusal]:
-        """Writes sent in the background (Bindings, gate removals) refused since the last call."""
+        """Writes sent in the background (Bindings, gate removals, preemption writes) refused since the last call."""
         ...
 
     def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
@@ -82,11 +82,17 @@ class Cluster(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BackgroundRefusal:
-    """A write a back end sent after the call that asked for it returned, and the server refused:
-    `operation` is `bind` or `remove_gate`, `pod` the pod's `namespace/name`."""
+    """A write a back end sent after the call that asked for it returned, and the server refused.
+
+    `operation` is `bind` or `remove_gate` (the back end told the pod why in a Warning Event), or a
+    preemption write: `nominate`, `set_condition` (DisruptionTarget) or `delete`, whose Warning goes
+    to the preemptor that asked for it. `pod` is the pod written, as `namespace/name`; `answer` what
+    the server said, in one line without credentials.
+    """
 
     operation: str
     pod: str
+    answer: str = ""
 
 
 class AlreadyBound(Exception):

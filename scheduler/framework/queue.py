@@ -24,6 +24,7 @@ class _Parked:
     failed_at: datetime
     fingerprint: int
     until: datetime | None
+    backoff: bool = True
 
 
 class SchedulingQueue:
@@ -36,6 +37,8 @@ class SchedulingQueue:
         self._fingerprint = 0
 
     def _backoff_until(self, parked: _Parked) -> datetime:
+        if not parked.backoff:
+            return parked.failed_at
         seconds = min(self._initial * 2 ** (parked.attempts - 1), self._max)
         return parked.failed_at + timedelta(seconds=seconds)
 
@@ -55,12 +58,17 @@ class SchedulingQueue:
             return True
         return parked.fingerprint != fingerprint and now >= self._backoff_until(parked)
 
-    def failed(self, unit: SchedulingUnit, now: datetime, fingerprint: int, until: datetime | None) -> None:
+    def failed(
+        self, unit: SchedulingUnit, now: datetime, fingerprint: int, until: datetime | None, backoff: bool = True
+    ) -> None:
+        """Park `unit`. With `backoff` False (it waits for the victims of its own preemption), any change
+        to the cluster makes it ready again at once: each victim that goes may be the last one it needed,
+        and a backoff grown while they terminate would delay its binding by seconds (issue 12)."""
         previous = self._parked.get(unit.key)
         attempts = previous.attempts + 1 if previous else 1
         if until is not None and until <= now:
             until = None  # "retry at a time already past" would retry every pass with nothing changed
-        self._parked[unit.key] = _Parked(attempts, now, fingerprint, until)
+        self._parked[unit.key] = _Parked(attempts, now, fingerprint, until, backoff)
         self._failed_this_pass.add(unit.key)
 
     def back_off(self, key: str, now: datetime, attempts: int) -> datetime:

@@ -34,7 +34,15 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition, rfc3339
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
-from scheduler.framework.cluster import AlreadyBound, Cluster, ClusterObjects, PassAborted, WriteRefused, object_key
+from scheduler.framework.cluster import (
+    AlreadyBound,
+    BackgroundRefusal,
+    Cluster,
+    ClusterObjects,
+    PassAborted,
+    WriteRefused,
+    object_key,
+)
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
@@ -108,6 +116,9 @@ class Scheduler:
         self._assumed: dict[str, str] = {}
         self._binding_units: dict[str, str] = {}
         """For each assumed pod, the unit it was bound for: the unit retried if its Binding is refused."""
+        self._preempting_for: dict[str, str] = {}
+        """For each victim and nominated member of a preemption, the preemptor unit: the one a refused
+        preemption write (sent in the background) fails and retries."""
         self._refusals: dict[str, int] = {}
         """Per unit, refused writes in a row: each one doubles its backoff, until a write for it goes through."""
         self._retry_at: dict[str, datetime] = {}
@@ -178,13 +189,19 @@ class Scheduler:
             self._reported[check.name] = current
 
     def _take_refusals(self, objects: ClusterObjects, now: datetime) -> None:
-        """Writes the back end sent in the background and the server refused (it recorded why in a
-        Warning Event on the pod): a pod whose Binding was refused must not stay assumed on a node it
-        is not on; either way its unit is retried after a backoff, its gates kept meanwhile."""
+        """Writes the back end sent in the background and the server refused: a pod whose Binding was
+        refused must not stay assumed on a node it is not on; either way its unit is retried after a
+        backoff, its gates kept meanwhile. The back end told a pod why its Binding or gate removal was
+        refused; a refused preemption write is told to its preemptor here, in a Warning Event."""
         units: set[str] = set()
         for refusal in self.cluster.refused_writes():
             if refusal.operation == "bind":
                 self._assumed.pop(refusal.pod, None)
+            preemptor = self._preempting_for.pop(refusal.pod, None)
+            if preemptor is not None:
+                units.add(preemptor)
+                self._warn_preemptor(preemptor, refusal, objects)
+                continue
             pod = objects.pods.get(refusal.pod)
             group = pod.pod_group_name if pod is not None else None
             derived = f"{pod.metadata.namespace or 'default'}/{group}" if pod is not None and group else refusal.pod
@@ -192,6 +209,30 @@ class Scheduler:
         for unit in sorted(units):
             until = self._back_off(unit, now)
             log.warning("write refused, retrying", unit=unit, retry_at=rfc3339(until))
+        for key in [k for k in self._preempting_for if k not in objects.pods]:
+            del self._preempting_for[key]
+
+    def _warn_preemptor(self, unit: str, refusal: BackgroundRefusal, objects: ClusterObjects) -> None:
+        """As `_unit_failed` tells a unit whose own write was refused: a Warning Event, and its pending
+        members' PodScheduled condition (reason SchedulerError) say which write and what the server said."""
+        regarding = objects.pod_groups.get(unit) or objects.pods.get(unit)
+        if regarding is None:
+            return
+        write = f"{refusal.operation} {refusal.pod}: {refusal.answer}".rstrip(": ")
+        message = f"the API server refused a write, retrying after a backoff: {write}"
+        self.cluster.record_event(regarding, "Warning", "FailedScheduling", message)
+        condition = Condition(
+            type="PodScheduled",
+            status="False",
+            reason="SchedulerError",
+            message=message,
+            last_transition_time=self.cluster.now(),
+        )
+        for key, pod in objects.pods.items():
+            group = pod.pod_group_name
+            in_unit = key == unit or (group is not None and f"{pod.metadata.namespace or 'default'}/{group}" == unit)
+            if in_unit and not pod.spec.node_name:
+                self.cluster.set_pod_condition(pod, condition)
 
     def _back_off(self, unit: str, now: datetime) -> datetime:
         attempts = self._refusals[unit] = self._refusals.get(unit, 0) + 1
@@ -427,6 +468,7 @@ class Scheduler:
         until: datetime | None = None
         notes: list[str] = []
         resolvable = any(s.code == Code.UNSCHEDULABLE for s in statuses.values())
+        preempting = any(m.pod.status.nominated_node_name for m in unit.members)
         for plugin in self.profile.post_filters if resolvable else ():
             try:
                 result = plugin.post_filter(state.clone(), unit, snapshot, statuses)
@@ -443,12 +485,15 @@ class Scheduler:
                 for member in unit.members:
                     if member.key in result.nominations:
                         snapshot.nominate(member, result.nominations[member.key])
-                self._refusals.pop(unit.key, None)
+                        self._preempting_for[member.key] = unit.key
+                for victim in result.victims:
+                    self._preempting_for.update((info.key, unit.key) for info in victim.pods)
+                preempting = True
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)
             until = retry if until is None else min(until, retry)
-        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until)
+        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until, backoff=not preempting)
         suffix = f" {' '.join(notes)}" if notes else ""
         for member in unit.members:
             if member.key in failures:

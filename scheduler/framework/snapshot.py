@@ -80,6 +80,8 @@ class Snapshot:
     """Every existing, non-terminal pod of each PodGroup (`namespace/name`), bound or not."""
     nominated: list[PodInfo] = field(default_factory=list)
     """Pending pods with `status.nominatedNodeName` on a known node: they hold room there."""
+    queued: list[PodInfo] = field(default_factory=list)
+    """Pods labelled with a queue (`QUEUE_LABEL`), bound or not: checks over them need not walk every pod."""
     static_masks: dict[object, object] = field(default_factory=dict)
     """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
 

@@ -109,3 +109,79 @@ def test_a_pod_deleted_by_someone_else_wakes_the_pending_pod(
     time.sleep(0.5)  # past the backoff: nothing but the deletion can wake the pod now
     apiserver.delete("pods", "running", "default")
     wait_for(lambda: node_of(apiserver, "waiting") == "n0", timeout=15)
+
+
+RUNNING = {
+    "phase": "Running",
+    "startTime": "2026-11-22T02:00:00Z",
+    "podIP": "10.0.0.7",
+    "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-22T01:59:59Z"},
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-22T02:00:01Z"},
+    ],
+    "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "want_wake"),
+    [
+        pytest.param({"podIP": "10.0.0.8"}, False, id="a kubelet's IP and container report does not wake the loop"),
+        pytest.param(
+            {"conditions": [*RUNNING["conditions"][:1], {"type": "Ready", "status": "False"}]},
+            False,
+            id="a readiness flip does not wake the loop",
+        ),
+        pytest.param({"phase": "Succeeded"}, True, id="a pod that finished wakes the loop (its room is free)"),
+        pytest.param(
+            {"conditions": [{"type": "DisruptionTarget", "status": "True"}, *RUNNING["conditions"]]},
+            True,
+            id="a DisruptionTarget condition wakes the loop",
+        ),
+    ],
+)
+def test_status_report(apiserver: ApiServer, cluster: KubeCluster, status: dict[str, object], want_wake: bool) -> None:
+    apiserver.create(make_pod("p").on("plain").json())
+    running = apiserver.get("pods", "p", "default")
+    assert running is not None
+    running["status"] = dict(RUNNING)
+    apiserver.apply(running)
+    wait_for(lambda: (p := cluster.pods.get("default/p")) is not None and p.status.phase == "Running")
+    time.sleep(0.1)
+    cluster.changed.clear()
+    reported = apiserver.get("pods", "p", "default")
+    assert reported is not None
+    reported["status"] = {**RUNNING, **status}
+    apiserver.apply(reported)
+    wait_for(lambda: cached_version(cluster) == reported_version(apiserver))
+    if want_wake:
+        wait_for(cluster.changed.is_set)
+        return
+    time.sleep(0.2)
+    assert not cluster.changed.is_set()
+
+
+def cached_version(cluster: KubeCluster) -> str | None:
+    pod = cluster.pods.get("default/p")
+    return pod.metadata.resource_version if pod is not None else None
+
+
+def reported_version(apiserver: ApiServer) -> str | None:
+    stored = apiserver.get("pods", "p", "default")
+    return stored["metadata"]["resourceVersion"] if stored is not None else None
+
+
+def test_unschedulable_message_does_not_wake(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    """A pending pod's PodScheduled=False reason and message are ours, for users: no pass reads them."""
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: cached_version(cluster) == reported_version(apiserver))
+    for message in ("0/2 nodes are available", "waiting for 3 preempted pod(s)"):
+        time.sleep(0.1)
+        cluster.changed.clear()
+        pending = apiserver.get("pods", "p", "default")
+        assert pending is not None
+        pending["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": message}]}
+        apiserver.apply(pending)
+        wait_for(lambda: cached_version(cluster) == reported_version(apiserver))
+        time.sleep(0.2)
+        assert not cluster.changed.is_set(), message

@@ -61,6 +61,8 @@ def test_delete_spares_a_replacement_with_the_same_name(apiserver: ApiServer, cl
     apiserver.delete("pods", "victim", "default")
     apiserver.create(make_pod("victim").on("n0").json())
     cluster.delete_pod(old, None)
+    wait_for(lambda: apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim"))
+    cluster.stop()
     assert pod(apiserver, "victim").metadata.uid != old.metadata.uid
     assert pod(apiserver, "victim").metadata.deletion_timestamp is None
 
@@ -69,10 +71,14 @@ def test_delete_uses_the_grace_period_and_tolerates_gone(apiserver: ApiServer, c
     apiserver.hold_terminating = True
     apiserver.create(make_pod("victim").on("n0").grace(7).json())
     victim = pod(apiserver, "victim")
+    wait_for(lambda: "default/victim" in cluster.objects().pods)
     cluster.delete_pod(victim, None)
-    assert pod(apiserver, "victim").metadata.deletion_grace_period_seconds == 7
+    assert cluster.objects().pods["default/victim"].metadata.deletion_timestamp is not None, "shown at once"
+    wait_for(lambda: pod(apiserver, "victim").metadata.deletion_grace_period_seconds == 7)
     apiserver.finish_terminating()
     cluster.delete_pod(victim, None)
+    wait_for(lambda: len(apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim")) == 2)
+    wait_for(lambda: "default/victim" not in cluster.objects().pods)
 
 
 def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluster) -> None:
@@ -92,10 +98,12 @@ def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluste
 
 def test_nomination_is_set_and_cleared(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("p").json())
+    wait_for(lambda: "default/p" in cluster.objects().pods)
     cluster.set_nominated_node(pod(apiserver, "p"), "n0")
-    assert pod(apiserver, "p").status.nominated_node_name == "n0"
+    assert cluster.objects().pods["default/p"].status.nominated_node_name == "n0", "shown at once"
+    wait_for(lambda: pod(apiserver, "p").status.nominated_node_name == "n0")
     cluster.set_nominated_node(pod(apiserver, "p"), None)
-    assert pod(apiserver, "p").status.nominated_node_name is None
+    wait_for(lambda: pod(apiserver, "p").status.nominated_node_name is None)
 
 
 def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiServer, cluster: KubeCluster) -> None:
@@ -149,3 +157,21 @@ def test_writes_are_refused_without_the_lease(apiserver: ApiServer, kubeconfig: 
         kube.delete_pod(pod(apiserver, "p"), 0)
     kube.record_event(pod(apiserver, "p"), "Normal", "Scheduled", "x")
     assert not [r for r in apiserver.requests if r.method != "GET"]
+
+
+def test_victim_is_not_deleted_when_its_disruption_condition_is_refused(
+    apiserver: ApiServer, cluster: KubeCluster
+) -> None:
+    apiserver.create(make_pod("victim").on("n0").json())
+    wait_for(lambda: "default/victim" in cluster.objects().pods)
+    refused = apiserver.fail("PATCH", "/api/v1/namespaces/default/pods/victim/status", 422, times=10_000)
+    victim = pod(apiserver, "victim")
+    target = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="x")
+    cluster.changed.clear()
+    cluster.set_pod_condition(victim, target)
+    cluster.delete_pod(victim, None)
+    wait_for(cluster.changed.is_set)
+    wait_for(lambda: cluster.objects().pods["default/victim"].metadata.deletion_timestamp is None)
+    refused.remaining = 0
+    assert not apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim")
+    assert pod(apiserver, "victim").metadata.deletion_timestamp is None

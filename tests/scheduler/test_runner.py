@@ -15,6 +15,7 @@ from scheduler.framework.runner import Scheduler
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Status, unschedulable
 from scheduler.plugins import default_profile
+from scheduler.preemption.actuator import PreemptionActuator
 from tests.builders import EPOCH, make_node, make_pod
 from tests.scheduler.scenario import cluster_of
 
@@ -137,3 +138,23 @@ def test_binding_not_yet_visible_still_holds_its_node() -> None:
     stale["default/a"] = make_pod("a").req(cpu="2").obj()  # the informer still shows `a` pending
     cluster.stale.pods = stale
     assert scheduler.schedule_pending().bindings == []
+
+
+def test_preemptor_binds_as_soon_as_its_victims_are_gone() -> None:
+    """A unit waiting for its own victims takes no backoff: still waiting while they terminate (t=1 s), it
+    binds at the moment the last one is gone (t=2 s), not after a backoff grown meanwhile (t=3 s)."""
+    victim = make_pod("victim").req(cpu="2").priority(1).grace(2).on("n1").obj()
+    preemptor = make_pod("p").req(cpu="2").priority(100).obj()
+    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="2").obj(), victim, preemptor]), EPOCH)
+    scheduler = Scheduler(
+        cluster,
+        SchedulerConfiguration(),
+        default_profile(SchedulerConfiguration()),
+        actuator=PreemptionActuator(cluster),
+    )
+    assert scheduler.schedule_pending().bindings == []
+    assert cluster.objects().pods["default/victim"].metadata.deletion_timestamp is not None, "preempted"
+    cluster.advance(EPOCH + timedelta(seconds=1))
+    assert scheduler.schedule_pending().bindings == []
+    cluster.advance(EPOCH + timedelta(seconds=2))
+    assert [(b.pod, b.node) for b in scheduler.schedule_pending().bindings] == [("default/p", "n1")]

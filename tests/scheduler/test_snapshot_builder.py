@@ -6,10 +6,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from tests.builders import EPOCH, make_node, make_pod, make_podgroup
 from tests.scheduler.scenario import cluster_of
@@ -78,3 +81,88 @@ def test_refresh_reuses_only_what_is_current(
     want = make_node("n").cap(cpu=want_cpu, memory="8Gi").obj().allocatable()
     table = after.nodes
     assert {r: int(table.allocatable[0, c]) for c, r in enumerate(table.resources) if r in want} == want
+
+
+def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
+    """Everything a pass reads from a snapshot, in a form that ignores list order."""
+    table = snapshot.nodes
+    return (
+        table.names,
+        table.resources,
+        table.allocatable.tolist(),
+        table.requested.tolist(),
+        {key: (info.node_name, info.priority, info.group_key, info.pod) for key, info in snapshot.pods.items()},
+        [sorted(info.key for info in pods) for pods in snapshot.running],
+        {key: sorted(info.key for info in pods) for key, pods in snapshot.members.items()},
+        sorted(info.key for info in snapshot.nominated),
+        sorted(info.key for info in snapshot.queued),
+    )
+
+
+NODE_NAMES = ("n1", "n2", "n3")
+POD_NAMES = tuple(f"p{i}" for i in range(8))
+
+
+def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]) -> None:
+    """One change a real cluster or the runner makes between two refreshes."""
+    name = draw(st.sampled_from(POD_NAMES))
+    key = f"default/{name}"
+    what = draw(st.sampled_from(("create", "bind", "delete", "finish", "nominate", "assume", "terminate")))
+    cpu = draw(st.sampled_from(("1", "2")))
+    pod = make_pod(name).req(cpu=cpu)
+    if draw(st.booleans()):
+        pod = pod.group("g")
+    if draw(st.booleans()):
+        pod = pod.queue("research")
+    if what == "delete":
+        objects.pods.pop(key, None)
+    elif what == "assume":
+        assumed[key] = draw(st.sampled_from(NODE_NAMES))
+    elif what == "create":
+        objects.pods[key] = pod.obj()
+    elif what == "bind":
+        objects.pods[key] = pod.on(draw(st.sampled_from(NODE_NAMES))).obj()
+    elif what == "finish":
+        objects.pods[key] = pod.on(draw(st.sampled_from(NODE_NAMES))).phase("Succeeded").obj()
+    elif what == "nominate":
+        objects.pods[key] = pod.nominated(draw(st.sampled_from(NODE_NAMES))).obj()
+    else:
+        deleting = pod.on(draw(st.sampled_from(NODE_NAMES))).obj()
+        deleting.metadata.deletion_timestamp = EPOCH
+        objects.pods[key] = deleting
+
+
+def node_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
+    name = draw(st.sampled_from(NODE_NAMES))
+    what = draw(st.sampled_from(("resize", "remove", "gpu")))
+    if what == "remove":
+        objects.nodes.pop(name, None)
+    elif what == "gpu":
+        objects.nodes[name] = make_node(name).cap(cpu="8", memory="8Gi", gpu=2).obj()
+    else:
+        objects.nodes[name] = make_node(name).cap(cpu=draw(st.sampled_from(("8", "16"))), memory="8Gi").obj()
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None:
+    """A snapshot updated from the last refresh is the snapshot built from scratch, whatever changed between."""
+    objects = cluster_of(
+        [*(make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES), make_podgroup("g").gang(2).obj()]
+    )
+    cache = PodInfoCache()
+    assumed: dict[str, str] = {}
+    config = SchedulerConfiguration()
+    for _ in range(data.draw(st.integers(1, 12))):
+        for _ in range(data.draw(st.integers(0, 6))):
+            pod_change(data.draw, objects, assumed)
+        if data.draw(st.integers(0, 5)) == 0:
+            node_change(data.draw, objects)
+        if data.draw(st.integers(0, 7)) == 0:
+            objects.pod_groups["default/g"] = make_podgroup("g").gang(2).priority(data.draw(st.integers(0, 9))).obj()
+        kept = build_snapshot(objects, EPOCH, config, cache, assumed)
+        fresh = build_snapshot(objects, EPOCH, config, PodInfoCache(), assumed)
+        assert snapshot_state(kept) == snapshot_state(fresh)
+        placed = kept.pods.get("default/p0")
+        if placed is not None and placed.node_name is None and kept.nodes.names:
+            kept.assume(placed, 0)  # a pass changes its copy; the next refresh must not see it

@@ -49,8 +49,9 @@ from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
-from scheduler.cluster.kube.informer import Informer
-from scheduler.cluster.kube.refusal import answer, refusals
+from scheduler.cluster.kube.informer import Informer, prune
+from scheduler.cluster.kube.refusal import FAILED_WRITES, answer, refusals
+from scheduler.cluster.kube.transport import Transport
 from scheduler.framework.cluster import BackgroundRefusal, ClusterObjects, PassAborted, object_key
 
 log = structlog.get_logger(__name__)
@@ -78,7 +79,7 @@ def api_client_from(kubeconfig: str | Path | None) -> client.ApiClient:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(kubeconfig), client_configuration=configuration
         )
-    configuration.connection_pool_maxsize = 32
+    configuration.connection_pool_maxsize = 64
     # The loaders' token-refresh hook sets `host` again before every request, and while the proxy
     # comes from the environment each of those re-reads every environment variable (~65 us of a
     # Binding's ~1 ms of CPU). Pinning the proxy the environment gives for this host keeps it as is.
@@ -106,6 +107,34 @@ def _version(obj: ApiModel | None) -> int:
         return 0
 
 
+SCHEDULING_CONDITIONS = ("DisruptionTarget",)
+"""The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
+True transition, which comes with the Binding); its False reason and message are ours, written to
+inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
+
+
+def same_for_scheduling(old: Pod, new: Pod) -> bool:
+    """`new` differs from `old` only in what no pass reads, such as a kubelet's status report.
+
+    A kubelet updates each pod it starts (phase Running, Ready conditions, IPs, container states)
+    and then whenever a container changes. At 10,000 pods those updates woke a full pass each,
+    back to back, and the loop took the GIL from the binders (issue 12). The cache still takes the
+    new object, so the next pass sees it; it just does not run for it.
+    """
+    a, b = old.metadata, new.metadata
+    if (a.uid, a.labels, a.annotations, a.deletion_timestamp) != (b.uid, b.labels, b.annotations, b.deletion_timestamp):
+        return False
+    if old.spec != new.spec:
+        return False
+    if (old.is_terminal, old.status.nominated_node_name, old.scheduled_time()) != (
+        new.is_terminal,
+        new.status.nominated_node_name,
+        new.scheduled_time(),
+    ):
+        return False
+    return all(old.condition(t) == new.condition(t) for t in SCHEDULING_CONDITIONS)
+
+
 def _merge_condition(existing: list[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
     """The condition list with `condition` set, or None when that changes nothing."""
     current = next((c for c in existing if c.type == condition.type), None)
@@ -118,14 +147,6 @@ def _merge_condition(existing: list[Condition], condition: Condition, now: datet
     transition = current.last_transition_time if current is not None and current.status == condition.status else now
     updated = condition.model_copy(update={"last_transition_time": condition.last_transition_time or transition})
     return [c for c in existing if c.type != condition.type] + [updated]
-
-
-def _group_version(group: PodGroup) -> tuple[str, str]:
-    """Where a PodGroup is written: the native kind at its own API, ours (and scenario files') at our CRD."""
-    if group.api_version == NATIVE_API_VERSION:
-        api_group, version = NATIVE_API_VERSION.split("/")
-        return api_group, version
-    return GROUP, VERSION
 
 
 def serves(api: client.ApiClient, api_version: str, resource: str) -> bool:
@@ -143,6 +164,70 @@ def _condition_json(condition: Condition) -> dict[str, Any]:
     return condition.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+Copies = dict[str, tuple[Pod, str, Pod]]
+"""Per pod key: the cached object, our gate removed from it or the node we bound it to, and the copy showing that."""
+
+
+def _copy(copies: Copies, key: str, value: str, pod: Pod, field: str) -> Pod:
+    """`pod` as our writes in flight will make it, made once per cached object: without our gate `value`
+    (`field` "gate"), on node `value` ("node"), nominated to `value` ("nominated", "" clears) or being
+    deleted ("deleting", `value` its uid).
+
+    A fresh copy in every `objects()` call made every assumed pod a new object to the snapshot's
+    PodInfo cache (parsed again each pass) and fed the garbage collector tens of thousands of
+    objects per pass.
+    """
+    made = copies.get(key)
+    if made is not None and made[0] is pod and made[1] == value:
+        return made[2]
+    if field == "nominated":
+        copy = pod.model_copy(update={"status": pod.status.model_copy(update={"nominated_node_name": value or None})})
+    elif field == "deleting":
+        deleted = {"deletion_timestamp": datetime.now(UTC)}
+        copy = pod.model_copy(update={"metadata": pod.metadata.model_copy(update=deleted)})
+    elif field == "gate":
+        gates = [g for g in pod.spec.scheduling_gates if g.name != value]
+        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update={"scheduling_gates": gates})})
+    else:
+        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": value})})
+    copies[key] = (pod, value, copy)
+    return copy
+
+
+def _prune(copies: Copies, live: dict[str, Any]) -> None:
+    """Drop copies whose reason (an assumed binding, a gate removal in flight) is gone."""
+    if len(copies) > len(live):
+        for key in [k for k in copies if k not in live]:
+            del copies[key]
+
+
+def _reason(exc: BaseException | None) -> str:
+    """What failed, for a log line: the HTTP status, else the exception's type (never its text: it may hold a token)."""
+    if isinstance(exc, ApiException):
+        return str(exc.status)
+    return type(exc).__name__
+
+
+def _log_failed_write(event: str, exc: BaseException, **fields: str) -> None:
+    """A refusal or a lost connection is a warning; anything else (an answer our models cannot read) is
+    a bug, logged with its traceback (plain, without frame locals: `phalanx.logs`)."""
+    if isinstance(exc, FAILED_WRITES):
+        log.warning(event, error=_reason(exc), **fields)
+    else:
+        log.error(event, error=_reason(exc), exc_info=exc, **fields)
+
+
+def _pod_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.metadata.namespace or 'default'}/pods/{pod.metadata.name}"
+
+
+def _group_path(group: PodGroup) -> str:
+    """Where a PodGroup is written: the native kind at its own API, ours (and scenario files') at our CRD."""
+    meta = group.metadata
+    api_version = NATIVE_API_VERSION if group.api_version == NATIVE_API_VERSION else f"{GROUP}/{VERSION}"
+    return f"/apis/{api_version}/namespaces/{meta.namespace or 'default'}/podgroups/{meta.name}"
+
+
 class KubeCluster:
     def __init__(
         self,
@@ -153,7 +238,8 @@ class KubeCluster:
         request_timeout_seconds: float = 10.0,
         on_api_call: Callable[[str, str], None] | None = None,
         on_relist: Callable[[str], None] | None = None,
-        binding_workers: int = 4,
+        binding_workers: int = 16,
+        preemption_workers: int = 32,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
@@ -166,16 +252,29 @@ class KubeCluster:
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
         self.events: Any = client.EventsV1Api(api)
+        self._transport = Transport(api, request_timeout_seconds)
         self._lock = threading.Lock()
         self._pod_overlay: dict[str, Pod] = {}
         self._group_overlay: dict[str, PodGroup] = {}
         self._assumed: dict[str, str] = {}
         self._refused: list[BackgroundRefusal] = []
-        self._copies: dict[tuple[str, str], tuple[Pod, str, Pod]] = {}
+        self._gate_copies: Copies = {}
+        self._node_copies: Copies = {}
+        self._nominating: dict[str, str] = {}
+        """Nominations being written (pod key -> node, "" to clear), shown by `objects()` meanwhile."""
+        self._nominated_copies: Copies = {}
+        self._deleting: dict[str, str] = {}
+        """Victims whose deletion was requested (pod key -> uid), shown as terminating by `objects()` meanwhile."""
+        self._deleting_copies: Copies = {}
+        self._disrupting: dict[str, Future[None]] = {}
+        """DisruptionTarget writes in flight, by pod key: the victim's deletion is sent once its write succeeded."""
+        self._scheduled_conditions: dict[str, tuple[Pod, Condition]] = {}
+        """PodScheduled conditions waiting for the writer thread, by pod key (the newest wins)."""
+        self._preempter = ThreadPoolExecutor(max_workers=preemption_workers, thread_name_prefix="preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
         self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
-        self._gater = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="gates")
+        self._gater = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
@@ -237,6 +336,7 @@ class KubeCluster:
 
     def stop(self) -> None:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
+        self._preempter.shutdown(wait=True, cancel_futures=True)
         self._binder.shutdown(wait=True, cancel_futures=True)
         self._gater.shutdown(wait=True, cancel_futures=True)
         self._writer.shutdown(wait=True)
@@ -256,7 +356,12 @@ class KubeCluster:
         return True
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
-        if kind == "pods" and old is not None and new is not None and self._echo(old, new):
+        if (
+            kind == "pods"
+            and old is not None
+            and new is not None
+            and (self._echo(old, new) or same_for_scheduling(old, new))
+        ):
             return
         self.changed.set()
 
@@ -299,19 +404,37 @@ class KubeCluster:
         with self._lock:
             self._shown_versions = self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
-            used: set[tuple[str, str]] = set()
+            gate_copies, node_copies = self._gate_copies, self._node_copies
             for key, (gate, _) in self._ungating.items():
                 pod = pods.get(key)
                 if pod is not None and any(g.name == gate for g in pod.spec.scheduling_gates):
-                    pods[key] = self._copy(key, "gate", gate, pod, used)
-            for key, node in list(self._assumed.items()):
+                    pods[key] = _copy(gate_copies, key, gate, pod, "gate")
+            confirmed = []
+            for key, node in self._assumed.items():
                 pod = pods.get(key)
                 if pod is None or pod.spec.node_name:
-                    del self._assumed[key]
-                    continue
-                pods[key] = self._copy(key, "node", node, pod, used)
-            for made in [m for m in self._copies if m not in used]:
-                del self._copies[made]
+                    confirmed.append(key)
+                else:
+                    pods[key] = _copy(node_copies, key, node, pod, "node")
+            for key in confirmed:
+                del self._assumed[key]
+            for key, nominee in self._nominating.items():
+                pod = pods.get(key)
+                if pod is not None and (pod.status.nominated_node_name or "") != nominee:
+                    pods[key] = _copy(self._nominated_copies, key, nominee, pod, "nominated")
+            shown = []
+            for key, uid in self._deleting.items():
+                pod = pods.get(key)
+                if pod is None or pod.metadata.uid != uid or pod.metadata.deletion_timestamp is not None:
+                    shown.append(key)
+                else:
+                    pods[key] = _copy(self._deleting_copies, key, uid, pod, "deleting")
+            for key in shown:
+                del self._deleting[key]
+            _prune(gate_copies, self._ungating)
+            _prune(node_copies, self._assumed)
+            _prune(self._nominated_copies, self._nominating)
+            _prune(self._deleting_copies, self._deleting)
             self._shown_nodes = dict(self._assumed)
         return ClusterObjects(
             nodes=self.nodes.items(),
@@ -339,25 +462,6 @@ class KubeCluster:
                 shown[key] = _version(written)
         return shown
 
-    def _copy(self, key: str, field: str, value: str, pod: Pod, used: set[tuple[str, str]]) -> Pod:
-        """`pod` without our gate (`field` "gate") or on the node we bound it to ("node"), under the lock.
-
-        One copy per cached object, kept while it is needed: a fresh copy in every `objects()` call
-        made every assumed pod a new object to the snapshot's PodInfo cache (parsed again each pass)
-        and fed the garbage collector tens of thousands of objects per pass.
-        """
-        used.add((key, field))
-        made = self._copies.get((key, field))
-        if made is not None and made[0] is pod and made[1] == value:
-            return made[2]
-        if field == "gate":
-            update: dict[str, Any] = {"scheduling_gates": [g for g in pod.spec.scheduling_gates if g.name != value]}
-        else:
-            update = {"node_name": value}
-        copy = pod.model_copy(update={"spec": pod.spec.model_copy(update=update)})
-        self._copies[(key, field)] = (pod, value, copy)
-        return copy
-
     def _current_pod(self, pod: Pod) -> Pod:
         key = object_key(pod)
         with self._lock:
@@ -368,15 +472,15 @@ class KubeCluster:
 
     # writes
 
-    def _call(self, operation: str, call: Callable[[], object]) -> Any:
-        """Run one write (a raw response), retried; returns the parsed body."""
+    def _call(self, operation: str, call: Callable[[], Any]) -> Any:
+        """Run one write (returning the parsed body), retried."""
         if not self.may_write():
             raise NotLeader(operation)
 
         def guarded() -> Any:
             if not self.may_write():
                 raise NotLeader(operation)
-            return read_json(call())
+            return call()
 
         try:
             result = call_with_retry(operation, guarded, self._stop)
@@ -396,7 +500,7 @@ class KubeCluster:
             self._on_api_call(operation, result)
 
     def _remember_pod(self, data: Any) -> Pod:
-        pod = Pod.model_validate(data)
+        pod = Pod.model_validate(prune("pods", data))
         with self._lock:
             self._pod_overlay[object_key(pod)] = pod
         return pod
@@ -434,12 +538,8 @@ class KubeCluster:
         try:
             self._call(
                 "bind",
-                lambda: self.core.create_namespaced_pod_binding(
-                    meta.name,
-                    meta.namespace or "default",
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
+                lambda: self._transport.request(
+                    self.core.create_namespaced_pod_binding, f"{_pod_path(pod)}/binding", body
                 ),
             )
         except ApiException as exc:
@@ -470,9 +570,9 @@ class KubeCluster:
             refused, self._refused = self._refused, []
         return refused
 
-    def _refuse(self, operation: str, key: str) -> None:
+    def _refuse(self, operation: str, key: str, why: str = "") -> None:
         with self._lock:
-            self._refused.append(BackgroundRefusal(operation, key))
+            self._refused.append(BackgroundRefusal(operation, key, why))
 
     def _binding_refused(self, pod: Pod, exc: Exception) -> None:
         """The pod shows pending again and the runner retries it after a backoff; the Warning is
@@ -545,13 +645,8 @@ class KubeCluster:
                     return
                 if exc.status != 422:
                     raise
-                fresh = self.core.read_namespaced_pod(
-                    current.metadata.name,
-                    current.metadata.namespace or "default",
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                )
-                seen, current = current, Pod.model_validate(read_json(fresh))
+                fresh = self._transport.request(self.core.read_namespaced_pod, _pod_path(current))
+                seen, current = current, Pod.model_validate(prune("pods", fresh))
                 unchanged = seen.spec.scheduling_gates == current.spec.scheduling_gates
                 if unchanged and seen.metadata.uid == current.metadata.uid:
                     raise
@@ -561,41 +656,63 @@ class KubeCluster:
         raise RuntimeError(f"scheduling gate {gate} of {object_key(pod)}: kept changing under us")
 
     def _patch_pod(self, pod: Pod, body: Any, content_type: str, status: bool) -> Any:
-        call = self.core.patch_namespaced_pod_status if status else self.core.patch_namespaced_pod
-        return call(
-            pod.metadata.name,
-            pod.metadata.namespace or "default",
-            body,
-            _content_type=content_type,
-            _preload_content=False,
-            _request_timeout=self.request_timeout_seconds,
-        )
+        if status:
+            return self._transport.request(
+                self.core.patch_namespaced_pod_status, f"{_pod_path(pod)}/status", body, content_type
+            )
+        return self._transport.request(self.core.patch_namespaced_pod, _pod_path(pod), body, content_type)
 
     def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
-        with refusals("nominate", object_key(pod)):
-            self._nominate(pod, node_name)
+        """Shown by `objects()` at once and written by the preemption workers, in parallel with the victims.
 
-    def _nominate(self, pod: Pod, node_name: str | None) -> None:
+        Written one after another, a 64-member gang's nominations and its 320 victims' writes held
+        the loop for 4-5 s (issue 12). A write that fails for good drops what was shown and wakes
+        the loop, so the next pass decides again from what the cluster holds.
+        """
+        if not self.may_write():
+            raise NotLeader("nominate")
         current = self._current_pod(pod)
-        if current.status.nominated_node_name == node_name:
-            return
-        body = {"status": {"nominatedNodeName": node_name}}
-        try:
-            response = self._call(
-                "nominate", lambda: self._patch_pod(current, body, STRATEGIC_MERGE_PATCH, status=True)
-            )
-        except ApiException as exc:
-            if exc.status == 404:
+        key = object_key(pod)
+        nominee = node_name or ""
+        with self._lock:
+            shown = self._nominating.get(key, current.status.nominated_node_name or "")
+            if shown == nominee:
                 return
-            raise
-        self._remember_pod(response)
+            self._nominating[key] = nominee
+        self._preempter.submit(self._send_nomination, current, nominee)
+
+    def _send_nomination(self, pod: Pod, nominee: str) -> None:
+        key = object_key(pod)
+        body = {"status": {"nominatedNodeName": nominee or None}}
+        try:
+            response = self._call("nominate", lambda: self._patch_pod(pod, body, STRATEGIC_MERGE_PATCH, status=True))
+            self._remember_pod(response)
+        except Exception as exc:
+            if not (isinstance(exc, ApiException) and exc.status == 404):
+                _log_failed_write("nomination failed", exc, pod=key, node=nominee)
+                self._refuse("nominate", key, answer(exc))
+                self.changed.set()
+        finally:
+            with self._lock:
+                if self._nominating.get(key) == nominee:
+                    del self._nominating[key]
 
     def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
-        """DisruptionTarget is written before returning (the actuator deletes the victim next);
-        PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+        """PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+
+        DisruptionTarget goes to the preemption workers; the victim's deletion that follows
+        (`delete_pod`) is sent only once this write succeeded, as upstream's preemption executor does.
+        Any other condition is written before returning.
         """
         current = self._current_pod(pod)
         if _merge_condition(current.status.conditions, condition, self.now()) is None:
+            return
+        if condition.type == "DisruptionTarget":
+            if not self.may_write():
+                raise NotLeader("set_condition")
+            future = self._preempter.submit(self._write_pod_condition, pod, condition)
+            with self._lock:
+                self._disrupting[object_key(pod)] = future
             return
         if condition.type != "PodScheduled":
             with refusals("set_condition", object_key(pod)):
@@ -603,7 +720,19 @@ class KubeCluster:
             return
         if not self.may_write():
             raise NotLeader("set_condition")
-        self._writer.submit(self._write_pod_condition_quietly, pod, condition)
+        key = object_key(pod)
+        with self._lock:
+            queued = key in self._scheduled_conditions
+            self._scheduled_conditions[key] = (pod, condition)
+        if not queued:
+            self._writer.submit(self._write_latest_pod_condition, key)
+
+    def _write_latest_pod_condition(self, key: str) -> None:
+        """Write the newest PodScheduled condition asked for `key`: one write however many passes changed
+        its message while the writer was busy (a gang waiting for victims counts them down each pass)."""
+        with self._lock:
+            pod, condition = self._scheduled_conditions.pop(key)
+        self._write_pod_condition_quietly(pod, condition)
 
     def _write_pod_condition_quietly(self, pod: Pod, condition: Condition) -> None:
         try:
@@ -661,7 +790,6 @@ class KubeCluster:
     def _write_group_condition(self, group: PodGroup, condition: Condition) -> None:
         """A merge patch of the whole list (custom resources have no strategic merge), guarded by resourceVersion."""
         current = self._current_group(group)
-        api_group, version = _group_version(current)
         for _ in range(3):
             conditions = _merge_condition(current.status.conditions, condition, self.now())
             if conditions is None:
@@ -670,20 +798,14 @@ class KubeCluster:
                 "metadata": {"resourceVersion": current.metadata.resource_version},
                 "status": {"conditions": [_condition_json(c) for c in conditions]},
             }
-            meta = current.metadata
             try:
                 response = self._call(
                     "set_group_condition",
-                    lambda body=body, meta=meta: self.custom.patch_namespaced_custom_object_status(  # type: ignore[misc]
-                        api_group,
-                        version,
-                        meta.namespace or "default",
-                        "podgroups",
-                        meta.name,
+                    lambda body=body, current=current: self._transport.request(  # type: ignore[misc]
+                        self.custom.patch_namespaced_custom_object_status,
+                        f"{_group_path(current)}/status",
                         body,
-                        _content_type=MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout_seconds,
+                        MERGE_PATCH,
                     ),
                 )
             except ApiException as exc:
@@ -697,15 +819,9 @@ class KubeCluster:
             return
 
     def _read_group(self, group: PodGroup) -> PodGroup:
-        response = self.custom.get_namespaced_custom_object(
-            *_group_version(group),
-            group.metadata.namespace or "default",
-            "podgroups",
-            group.metadata.name,
-            _preload_content=False,
-            _request_timeout=self.request_timeout_seconds,
+        return PodGroup.model_validate(
+            prune("podgroups", self._transport.request(self.custom.get_namespaced_custom_object, _group_path(group)))
         )
-        return PodGroup.model_validate(read_json(response))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         """Queued for the writer thread, after any condition written before it."""
@@ -718,20 +834,12 @@ class KubeCluster:
         current = self._current_group(group)
         if current.metadata.annotations.get(key) == value:
             return
-        meta = current.metadata
         body = {"metadata": {"annotations": {key: value}}}
         try:
             response = self._call(
                 "annotate_group",
-                lambda: self.custom.patch_namespaced_custom_object(
-                    *_group_version(current),
-                    meta.namespace or "default",
-                    "podgroups",
-                    meta.name,
-                    body,
-                    _content_type=MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
+                lambda: self._transport.request(
+                    self.custom.patch_namespaced_custom_object, _group_path(current), body, MERGE_PATCH
                 ),
             )
         except ApiException as exc:
@@ -741,10 +849,58 @@ class KubeCluster:
         self._remember_group(response)
 
     def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
-        with refusals("delete", object_key(pod)):
-            self._delete_pod(pod, grace_period_seconds)
+        """Shown as terminating by `objects()` at once; sent by the preemption workers, after the pod's
+        DisruptionTarget write when one is in flight. A deletion that fails for good drops what was
+        shown and wakes the loop: the victim counts as running again and the next pass decides anew.
+        """
+        if not self.may_write():
+            raise NotLeader("delete")
+        key = object_key(pod)
+        with self._lock:
+            self._deleting[key] = pod.metadata.uid or ""
+            marked = self._disrupting.pop(key, None)
+        if marked is None:
+            self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
+            return
 
-    def _delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        caller = threading.get_ident()
+
+        def after_condition(done: Future[None]) -> None:
+            """Runs in the worker that wrote the condition, which sends the deletion right away (a victim is
+            gone sooner than if it queued behind every other victim's condition); in the caller's thread
+            only when the write had already finished, and then the deletion goes to the pool."""
+            if done.cancelled() or done.exception() is not None:
+                failure = None if done.cancelled() else done.exception()
+                if failure is None:
+                    log.warning("victim not deleted: its DisruptionTarget was not written", pod=key, error="cancelled")
+                else:
+                    _log_failed_write("victim not deleted: its DisruptionTarget was not written", failure, pod=key)
+                    self._refuse("set_condition", key, answer(failure))
+                self._undelete(key)
+            elif threading.get_ident() != caller:
+                self._send_deletion(pod, grace_period_seconds)
+            else:
+                try:
+                    self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
+                except RuntimeError:  # shutting down: the next leader decides again
+                    self._undelete(key)
+
+        marked.add_done_callback(after_condition)
+
+    def _undelete(self, key: str) -> None:
+        with self._lock:
+            self._deleting.pop(key, None)
+        self.changed.set()
+
+    def _send_deletion(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        try:
+            self._delete_now(pod, grace_period_seconds)
+        except Exception as exc:
+            _log_failed_write("victim not deleted", exc, pod=object_key(pod))
+            self._refuse("delete", object_key(pod), answer(exc))
+            self._undelete(object_key(pod))
+
+    def _delete_now(self, pod: Pod, grace_period_seconds: int | None) -> None:
         meta = pod.metadata
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
         if grace_period_seconds is not None:
@@ -752,13 +908,7 @@ class KubeCluster:
         try:
             response = self._call(
                 "delete",
-                lambda: self.core.delete_namespaced_pod(
-                    meta.name,
-                    meta.namespace or "default",
-                    body=body,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout_seconds,
-                ),
+                lambda: self._transport.request(self.core.delete_namespaced_pod, _pod_path(pod), body),
             )
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -808,10 +958,10 @@ class KubeCluster:
             try:
                 call_with_retry(
                     "event",
-                    lambda namespace=namespace, body=body: read_json(  # type: ignore[misc]
-                        self.events.create_namespaced_event(
-                            namespace, body, _preload_content=False, _request_timeout=self.request_timeout_seconds
-                        )
+                    lambda namespace=namespace, body=body: self._transport.request(  # type: ignore[misc]
+                        self.events.create_namespaced_event,
+                        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                        body,
                     ),
                     self._stop,
                     attempts=3,

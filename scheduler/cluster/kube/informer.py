@@ -5,18 +5,22 @@ resourceVersion; WATCH from it applies events and moves the resourceVersion forw
 too, so a quiet watch restarts near the head instead of replaying history); an ERROR 410 Expired
 event (or an HTTP 410) means the history is gone and we relist; any other failure retries the watch after a jittered
 backoff. Raw JSON is parsed straight into our models (`_preload_content=False`), skipping the
-client's generated models: at 10,000 pods their deserialisation dominated. Each applied event calls
+client's generated models: at 10,000 pods their deserialisation dominated. Each event is decoded
+once, by orjson, and `prune` drops what no pass reads before the model is built (`managedFields`,
+about a third of a real server's Pod, and the kubelet's part of a Pod's status): less to validate
+and to keep in memory. The cache is read-only to the scheduler (every write is a patch built from
+a few fields), so nothing is lost by not keeping them. Each applied event calls
 `on_change(kind, old, new)` with the cached object before and after it (None when absent; both None
 after a relist), so the owner can tell an echo of its own write from a change it must act on.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -32,6 +36,22 @@ ListCall = Callable[..., Any]
 
 class Expired(Exception):
     """The watch's resourceVersion is older than the server keeps (HTTP 410): relist."""
+
+
+POD_STATUS_READ = frozenset({"phase", "conditions", "startTime", "nominatedNodeName"})
+"""The Pod status fields a pass reads (`scheduler.api.pod.PodStatus`); the kubelet's others are dropped."""
+
+
+def prune(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` without the fields no pass reads (in place): managedFields, and most of a Pod's status."""
+    meta = raw.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    if kind == "pods":
+        status = raw.get("status")
+        if status:
+            raw["status"] = {k: v for k, v in status.items() if k in POD_STATUS_READ}
+    return raw
 
 
 def object_key(raw: dict[str, Any]) -> str:
@@ -106,10 +126,10 @@ class Informer(Generic[M]):
     def _relist(self) -> None:
         response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
         try:
-            body = json.loads(response.data)
+            body = orjson.loads(response.data)
         finally:
             response.release_conn()
-        items = {object_key(raw): self._model.model_validate(raw) for raw in body.get("items", [])}
+        items = {object_key(raw): self._model.model_validate(prune(self.kind, raw)) for raw in body.get("items", [])}
         with self._lock:
             self._items = items
             self.resource_version = body["metadata"]["resourceVersion"]
@@ -131,7 +151,7 @@ class Informer(Generic[M]):
             for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                 if self._stop.is_set():
                     return
-                self._apply(json.loads(line))
+                self._apply(orjson.loads(line))
         finally:
             self._response = None
             response.release_conn()
@@ -159,7 +179,7 @@ class Informer(Generic[M]):
             self.resource_version = version
             return
         key = object_key(raw)
-        parsed = None if kind == "DELETED" else self._model.model_validate(raw)
+        parsed = None if kind == "DELETED" else self._model.model_validate(prune(self.kind, raw))
         with self._lock:
             old = self._items.pop(key, None) if parsed is None else self._items.get(key)
             if parsed is not None:

@@ -1,7 +1,9 @@
 """The scheduler process against a cluster: informers, leader election, the pass loop, metrics.
 
-A pass runs when the informers report a change or when the runner's `next_wakeup()` is due, after
-a short settle delay so a burst of watch events costs one pass, not hundreds. Each time this
+A pass runs when the informers report a change or when the runner's `next_wakeup()` is due, once
+the changes have settled: 20 ms without a new one, or 50 ms after the first, so a burst of watch
+events costs one pass, not hundreds, and a steady stream of them (pods created one after another)
+at most twenty passes a second, each placing what arrived meanwhile. Each time this
 replica becomes leader it starts from a fresh `Scheduler` built on the informer cache: everything
 (bound pods, nominations, victims still terminating) is rebuilt from the API, never remembered.
 """
@@ -14,6 +16,7 @@ import time
 import uuid
 from datetime import datetime
 
+import numpy.ma  # noqa: F401  numpy imports it on the first np.unique: ~15 ms inside the first preemption decision
 import structlog
 from kubernetes import client
 
@@ -41,6 +44,7 @@ class SchedulerProcess:
         identity: str | None = None,
         lease_namespace: str = "kube-system",
         settle_seconds: float = 0.02,
+        max_settle_seconds: float = 0.05,
         idle_seconds: float = 30.0,
         watch_timeout_seconds: int = 300,
         request_timeout_seconds: float = 10.0,
@@ -49,6 +53,7 @@ class SchedulerProcess:
         self.metrics = metrics or SchedulerMetrics()
         self.identity = identity or default_identity()
         self.settle_seconds = settle_seconds
+        self.max_settle_seconds = max_settle_seconds
         self.idle_seconds = idle_seconds
         self.last_pass: float = 0.0
         election = config.leader_election
@@ -141,7 +146,12 @@ class SchedulerProcess:
         while not stop.is_set() and not self.cluster.changed.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:
                 break
-        stop.wait(self.settle_seconds)
+        settled = time.monotonic() + self.max_settle_seconds
+        while not stop.is_set():
+            self.cluster.changed.clear()
+            stop.wait(min(self.settle_seconds, max(0.0, settled - time.monotonic())))
+            if not self.cluster.changed.is_set() or time.monotonic() >= settled:
+                break
 
     def _record(self, scheduler: Scheduler, report: PassReport) -> None:
         metrics = self.metrics

@@ -72,7 +72,10 @@ class MinRuntime:
                 found.append(ConfigurationWarning(queue, QUEUE_CYCLE, note, version))
         seen: set[str] = set()
         groups, queues = snapshot.groups, snapshot.queues
-        for info in snapshot.pods.values():
+        # Only pods that can name a queue: members of a group with a queue, and pods with the queue
+        # label. Walking every pod here cost ~10 ms a pass at 10,000 pods (issue 12).
+        named = [info for key, g in groups.items() if g.spec.queue_name for info in snapshot.members.get(key, ())]
+        for info in [*named, *snapshot.queued]:
             if info.node_name is None:
                 continue
             group = groups.get(info.group_key) if info.group_key else None

@@ -1,0 +1,925 @@
+"""Phalanx against kube-scheduler 1.36.2 on the same real kube-apiserver, in one run (issue 12).
+
+The bench starts `../shared/kube` in a temporary folder (no controller manager; `KUBE_OWNER_PID` is
+this process, so nothing outlives it), applies our CRDs, creates fake nodes, and runs each workload
+for kube-scheduler (K) and for the real `phalanx scheduler` CLI process (P) with the admin
+kubeconfig, alternating K P P K (`--rounds 2`, the default) so slow drift of the machine hits both.
+Each scheduler process is started for one run and stopped after it; its CPU (user + system) comes
+from /proc/<pid>/stat and its peak RSS from VmHWM in /proc/<pid>/status.
+
+Workloads (`--workloads`, default all three):
+
+- `drain`: `--pods` pending pods of 100m / 128Mi on `--nodes` nodes of 32 CPU; the scheduler starts
+  after every pod exists. pods/s = pods / (scheduler start -> last Binding seen by the bench's watch);
+  CPU is the scheduler's from its start to that moment.
+- `stream`: the scheduler runs (a probe pod was bound, so its caches are synced), then the bench
+  creates `--pods` pods with 8 client threads. pods/s = pods / (first create -> last Binding seen).
+  In both, the bench plays the nodes' kubelets: each bound pod becomes Running and Ready (one status
+  patch, as `../shared/kube/kubelet.py` sends), so both schedulers see a real cluster's status churn.
+- `preempt`: the 64-pod gang preemption (DESIGN.md, Performance). Every node (32 CPU) is full with
+  10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
+  of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
+  1000:64). The optimal decision evicts 5 pods on each of GANG lowest-class nodes, all of class 0.
+  Measured from the moment the last member's create returned:
+  the decision (the first victim marked or deleted, or a member nominated, whichever the watch
+  sees first) and all members bound. Victims and their classes come from the watch (every pod
+  marked for disruption or deleted), so both schedulers' choices are checked the same way.
+  The victims keep a 30 s grace period; the bench acts as their
+  kubelet for both schedulers alike: it confirms each deletion at once (DELETE with
+  gracePeriodSeconds=0 and a uid precondition), as if the containers exited on SIGTERM.
+  Phalanx gets our PodGroup (gang minCount, members labelled, no scheduling gate: without the webhook
+  nothing adds one, and GangReadiness holds the members until minCount exist);
+  kube-scheduler gets the native scheduling.k8s.io/v1alpha2 PodGroup and `spec.schedulingGroup`.
+  kube-scheduler needs 235 s at 500 nodes and 870-1,067 s at 1,000 nodes for this decision, so by
+  default it runs only at the small scale of `--kube-preemption` (100 nodes, a 16-pod gang) and the
+  table quotes its published figures for the large ones; `--kube-preemption 100:16,500:64,1000:64`
+  runs it everywhere (each run is cut at `--kube-preemption-timeout`).
+
+Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
+
+    .venv/bin/python bench/real_apiserver.py
+    .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads drain --rounds 1
+
+`--json FILE` also writes every measurement. Not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBE = (ROOT / ".." / "shared" / "kube").resolve()
+PHALANX = ROOT / ".venv" / "bin" / "phalanx"
+GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
+KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
+PHALANX_SCHEDULER = "phalanx-scheduler"
+KUBE_SCHEDULER = "default-scheduler"
+GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
+NODE_CPU = 32
+CLASSES = 5
+FILL_PER_NODE = 10
+PUBLISHED_KUBE_DECISION = {500: "235 s", 1000: "870-1,067 s"}
+"""kube-scheduler 1.36 (KEP-5710 gates) on this machine class, for the 64-pod gang (DESIGN.md)."""
+
+
+# --------------------------------------------------------------------------------------------- the API
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"{status}: {body[:300]}")
+        self.status = status
+
+
+class Api:
+    """A tiny HTTPS client with one kept-alive connection per thread (the bench's own, not the schedulers')."""
+
+    def __init__(self, url: str, token: str, ca_file: str) -> None:
+        parsed = urllib.parse.urlparse(url)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 443
+        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self.context = ssl.create_default_context(cafile=ca_file)
+        self.local = threading.local()
+
+    def connection(self, timeout: float | None = 60) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=timeout)
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        for attempt in range(3):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = self.connection()
+            headers = dict(self.headers)
+            data = None
+            if body is not None:
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = content_type
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                text = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            if resp.status >= 300:
+                raise ApiError(resp.status, text.decode(errors="replace"))
+            return json.loads(text) if text else {}
+        raise AssertionError("unreachable")
+
+    def create_many(self, path: str, bodies: Iterable[dict[str, Any]], workers: int = 8) -> None:
+        def one(body: dict[str, Any]) -> None:
+            try:
+                self.request(
+                    "POST", path if "{ns}" not in path else path.format(ns=body["metadata"]["namespace"]), body
+                )
+            except ApiError as e:
+                if e.status != 409:
+                    raise
+
+        with ThreadPoolExecutor(workers) as pool:
+            for future in [pool.submit(one, b) for b in bodies]:
+                future.result()
+
+
+# ------------------------------------------------------------------------------------------ the control plane
+
+
+class ControlPlane:
+    def __init__(self, keep: bool) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="phalanx-bench-kube-"))
+        self.keep = keep
+        env = {**os.environ, "KUBE_CONTROLLER_MANAGER": "0", "KUBE_SCHEDULER": "0", "KUBE_OWNER_PID": str(os.getpid())}
+        subprocess.run([str(KUBE / "up.sh"), str(self.dir)], check=True, env=env, capture_output=True)
+        self.env = json.loads((self.dir / "env.json").read_text())
+        self.api = Api(self.env["KUBE_APISERVER_URL"], self.env["KUBE_ADMIN_TOKEN"], self.env["KUBE_CA_FILE"])
+        self.bin = Path(self.env["KUBE_BIN"])
+        self.nodes = 0
+
+    def stop(self) -> None:
+        subprocess.run([str(KUBE / "down.sh"), str(self.dir)], check=False, capture_output=True)
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def kubectl(self, *args: str) -> None:
+        env = {**os.environ, "KUBECONFIG": str(self.dir / "kubeconfig")}
+        subprocess.run([str(self.bin / "kubectl"), *args], check=True, env=env, capture_output=True)
+
+    def apiserver_pid(self) -> int:
+        return int((self.dir / "run" / "kube-apiserver.pid").read_text())
+
+    def ensure_nodes(self, count: int) -> None:
+        """Nodes node-0 .. node-(count-1): created, or deleted from the top, so exactly `count` exist."""
+        if count > self.nodes:
+            self.api.create_many("/api/v1/nodes", (node(f"node-{i}") for i in range(self.nodes, count)), workers=16)
+        for i in range(count, self.nodes):
+            self.api.request("DELETE", f"/api/v1/nodes/node-{i}")
+        self.nodes = count
+
+    def setup(self) -> None:
+        self.kubectl("apply", "--server-side", "-f", str(ROOT / "charts" / "phalanx" / "crds"))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.phalanx.dev")
+        for level in range(CLASSES):
+            self.api.request(
+                "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(f"fill-{level}", level * 1000)
+            )
+        self.api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class("gang-high", 100_000))
+
+
+def node(name: str) -> dict[str, Any]:
+    resources = {"cpu": str(NODE_CPU), "memory": "128Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
+        "spec": {},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node"}],
+        },
+    }
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def pod(
+    name: str,
+    namespace: str,
+    scheduler: str,
+    cpu: str,
+    memory: str,
+    *,
+    node_name: str | None = None,
+    priority_class_name: str | None = None,
+    labels: dict[str, str] | None = None,
+    extra_spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    resources = {"requests": {"cpu": cpu, "memory": memory}} if cpu else {}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{"name": "c", "image": "registry.example/app:1", "resources": resources}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if priority_class_name:
+        spec["priorityClassName"] = priority_class_name
+    spec.update(extra_spec or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+# ------------------------------------------------------------------------------------- the bench's pod watch
+
+
+@dataclass
+class PodState:
+    priority: int = 0
+    bound_at: float | None = None
+    marked_at: float | None = None
+    nominated_at: float | None = None
+    gone_at: float | None = None
+
+
+class PodWatch:
+    """Watches one namespace's pods from a resourceVersion and stamps, on the bench's clock, when each
+    pod was seen bound, nominated, marked for disruption (or being deleted), and gone.
+
+    It also plays the nodes' kubelets, the same for both schedulers: a bound pod being deleted is
+    removed at once (DELETE, gracePeriodSeconds=0, uid precondition), and with `start_pods` a bound
+    pod becomes Running and Ready (the status patch `../shared/kube/kubelet.py` sends), so the
+    schedulers see the status updates a real cluster's kubelets make.
+    """
+
+    def __init__(self, api: Api, namespace: str, resource_version: str, start_pods: bool = False) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.pods: dict[str, PodState] = {}
+        self.bound = 0
+        self.cond = threading.Condition()
+        self._start_pods = start_pods
+        self._kubelet = ThreadPoolExecutor(32)  # one kubelet per node acts in parallel in a real cluster
+        self._finishing: set[str] = set()
+        self._started: set[str] = set()
+        self._stop = False
+        self._conn: http.client.HTTPSConnection | None = None
+        self._thread = threading.Thread(target=self._run, args=(resource_version,), daemon=True)
+        self._thread.start()
+
+    def _run(self, resource_version: str) -> None:
+        path = (
+            f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+            f"&resourceVersion={resource_version}&timeoutSeconds=3600"
+        )
+        conn = self._conn = self.api.connection(timeout=None)
+        try:
+            conn.request("GET", path, headers=self.api.headers)
+            resp = conn.getresponse()
+            while not self._stop:
+                line = resp.readline()
+                if not line:
+                    return
+                event = json.loads(line)
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    self._apply(event["type"], event["object"], time.perf_counter())
+        except (OSError, ValueError, http.client.HTTPException):
+            if not self._stop:
+                raise
+        finally:
+            conn.close()
+
+    def _apply(self, kind: str, obj: dict[str, Any], now: float) -> None:
+        meta, spec, status = obj["metadata"], obj.get("spec", {}), obj.get("status", {})
+        name = meta["name"]
+        with self.cond:
+            state = self.pods.get(name)
+            if state is None:
+                state = self.pods[name] = PodState(priority=spec.get("priority") or 0)
+            if kind == "DELETED":
+                state.gone_at = state.gone_at or now
+            if spec.get("nodeName") and state.bound_at is None:
+                state.bound_at = now
+                self.bound += 1
+            if status.get("nominatedNodeName") and state.nominated_at is None:
+                state.nominated_at = now
+            marked = meta.get("deletionTimestamp") or any(
+                c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions", [])
+            )
+            if (marked or kind == "DELETED") and state.marked_at is None:
+                state.marked_at = now
+            self.cond.notify_all()
+        if kind == "DELETED" or not spec.get("nodeName") or meta["uid"] in self._finishing:
+            return
+        if meta.get("deletionTimestamp"):
+            self._finishing.add(meta["uid"])
+            self._kubelet.submit(self._finish, name, meta["uid"])
+        elif self._start_pods and status.get("phase", "Pending") == "Pending" and meta["uid"] not in self._started:
+            self._started.add(meta["uid"])
+            self._kubelet.submit(self._start, name, spec)
+
+    def _start(self, name: str, spec: dict[str, Any]) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("Initialized", "ContainersReady", "Ready")
+        ]
+        containers = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in spec.get("containers", [])
+        ]
+        patch = {
+            "status": {
+                "phase": "Running",
+                "startTime": now,
+                "hostIP": "127.0.0.1",
+                "podIP": "127.0.0.1",
+                "conditions": ready,
+                "containerStatuses": containers,
+            }
+        }
+        try:
+            self.api.request(
+                "PATCH",
+                f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+                patch,
+                content_type="application/strategic-merge-patch+json",
+            )
+        except ApiError as e:
+            if e.status not in (404, 409, 422):
+                raise
+
+    def _finish(self, name: str, uid: str) -> None:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        try:
+            self.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", body)
+        except ApiError as e:
+            if e.status not in (404, 409):
+                raise
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        with self.cond:
+            while not predicate():
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 1.0))
+        return True
+
+    def stop(self) -> None:
+        self._stop = True
+        if self._conn is not None and self._conn.sock is not None:
+            with contextlib.suppress(OSError):
+                self._conn.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=10)
+        self._kubelet.shutdown(wait=True)
+
+
+def list_version(api: Api, namespace: str) -> str:
+    return str(api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")["metadata"]["resourceVersion"])
+
+
+# --------------------------------------------------------------------------------------------- schedulers
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SchedulerRun:
+    """One scheduler process, started now; `stop()` returns its CPU seconds and peak RSS (MiB)."""
+
+    name = ""
+    scheduler_name = ""
+    profile_dir: Path | None = None
+    """Set by `--py-spy DIR`: Phalanx runs are sampled by py-spy (raw collapsed stacks of GIL holders)."""
+
+    def __init__(self, plane: ControlPlane, label: str) -> None:
+        self.log = open(plane.dir / "logs" / f"bench-{self.name}-{label}.log", "wb")  # noqa: SIM115
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            self.command(plane), stdout=self.log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.cwd()
+        )
+        RUNNING.append(self.proc)
+        self.spy: subprocess.Popen[bytes] | None = None
+        if self.profile_dir is not None and self.name == "phalanx":
+            out = self.profile_dir / f"{label}.txt"
+            spy = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(self.proc.pid), "--format", "raw"]
+            spy += ["--gil", "--threads", "--rate", "200", "--nonblocking", "-o", str(out)]
+            self.spy = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def command(self, plane: ControlPlane) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def cwd(self) -> Path:
+        return ROOT
+
+    def cpu(self) -> float:
+        return proc_cpu_seconds(self.proc.pid)
+
+    def stop(self) -> tuple[float, float]:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited early with {self.proc.returncode}; see {self.log.name}")
+        cpu, hwm = self.cpu(), proc_hwm_mib(self.proc.pid)
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)
+            self.spy.wait(timeout=60)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        return cpu, hwm
+
+
+class KubeSchedulerRun(SchedulerRun):
+    name = "kube-scheduler"
+    scheduler_name = KUBE_SCHEDULER
+
+    def command(self, plane: ControlPlane) -> list[str]:
+        # The flags up.sh gives it (KUBE_SCHEDULER=1), started here so the bench owns its pid and start time.
+        return [
+            str(plane.bin / "kube-scheduler"),
+            "--kubeconfig",
+            str(plane.dir / "scheduler.kubeconfig"),
+            "--leader-elect=false",
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            str(free_port()),
+            "--authorization-always-allow-paths",
+            "/healthz,/readyz,/livez,/metrics",
+            "--feature-gates",
+            GATES,
+            *KUBE_SCHEDULER_ARGS,
+        ]
+
+
+class PhalanxRun(SchedulerRun):
+    name = "phalanx"
+    scheduler_name = PHALANX_SCHEDULER
+
+    def command(self, plane: ControlPlane) -> list[str]:
+        return [
+            str(PHALANX),
+            "scheduler",
+            "--kubeconfig",
+            str(plane.dir / "kubeconfig"),
+            "--metrics-bind",
+            "127.0.0.1:0",
+        ]
+
+    def env(self) -> dict[str, str]:
+        # The chart's defaults (values.yaml: logFormat json, logLevel info).
+        return {**os.environ, "PHALANX_LOG_FORMAT": "json", "PHALANX_LOG_LEVEL": "info"}
+
+
+class PhalanxBeforeRun(PhalanxRun):
+    """`phalanx scheduler` from another checkout (`--before DIR`, e.g. a `git worktree` of an older
+    commit), run by this venv's Python with that checkout first on the path: before and after in one run."""
+
+    name = "phalanx-before"
+    checkout: Path | None = None
+
+    def command(self, plane: ControlPlane) -> list[str]:
+        main = "import sys; from phalanx.cli import main; sys.exit(main())"
+        return [sys.executable, "-c", main, *super().command(plane)[1:]]
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "PYTHONPATH": str(self.checkout)}
+
+    def cwd(self) -> Path:
+        # `python -c` puts the working directory first on sys.path: from ROOT it would import this checkout.
+        return self.checkout or ROOT
+
+
+RUNNING: list[subprocess.Popen[bytes]] = []
+"""Every scheduler process started, so an interrupted bench leaves none behind."""
+
+SCHEDULERS: dict[str, type[SchedulerRun]] = {"K": KubeSchedulerRun, "P": PhalanxRun, "B": PhalanxBeforeRun}
+NAMES = {kind: run.name for kind, run in SCHEDULERS.items()}
+
+
+# ------------------------------------------------------------------------------------------------ workloads
+
+
+@dataclass
+class Result:
+    workload: str
+    scheduler: str
+    round: int
+    nodes: int
+    pods: int
+    seconds: float | None = None
+    pods_per_second: float | None = None
+    cpu_seconds: float = 0.0
+    cpu_ms_per_pod: float | None = None
+    hwm_mib: float = 0.0
+    decision_seconds: float | None = None
+    bound_seconds: float | None = None
+    victims: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+def cleanup(plane: ControlPlane, namespace: str) -> None:
+    """Remove the run's pods at once (deletecollection, grace 0) and wait until none is left."""
+    api = plane.api
+    deadline = time.time() + 900
+    while api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")["items"]:
+        try:  # 50,000 pods take longer than the server's 60 s request timeout: ask again until none is left
+            api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+        except ApiError as e:
+            if e.status != 504:
+                raise
+        if time.time() > deadline:
+            raise RuntimeError(f"pods of {namespace} not gone after 900 s")
+
+
+def new_namespace(plane: ControlPlane, name: str) -> str:
+    plane.api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    return name
+
+
+def probe(plane: ControlPlane, namespace: str, run: SchedulerRun, watch: PodWatch, timeout: float = 120) -> None:
+    """A pod without requests, bound by the scheduler under test: its caches are synced and it schedules."""
+    plane.api.request(
+        "POST", f"/api/v1/namespaces/{namespace}/pods", pod("probe", namespace, run.scheduler_name, "", "")
+    )
+    if not watch.wait(lambda: (s := watch.pods.get("probe")) is not None and s.bound_at is not None, timeout):
+        raise RuntimeError(f"{run.name} did not bind the probe pod in {timeout:.0f} s")
+    plane.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/probe?gracePeriodSeconds=0")
+
+
+def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
+    scheduler = SCHEDULERS[kind]
+    namespace = new_namespace(plane, label)
+    plane.api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+    )
+    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
+    run = scheduler(plane, label)
+    done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
+    end = time.perf_counter()
+    cpu, hwm = run.stop()
+    watch.stop()
+    cleanup(plane, namespace)
+    seconds = end - run.started
+    return Result(
+        "drain",
+        run.name,
+        0,
+        nodes,
+        pods,
+        seconds=seconds,
+        pods_per_second=pods / seconds if done else None,
+        cpu_seconds=cpu,
+        cpu_ms_per_pod=1000 * cpu / pods,
+        hwm_mib=hwm,
+        note="" if done else f"only {watch.bound} bound",
+    )
+
+
+def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
+    scheduler = SCHEDULERS[kind]
+    namespace = new_namespace(plane, label)
+    watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
+    run = scheduler(plane, label)
+    probe(plane, namespace, run, watch)
+    cpu_before = run.cpu()
+    started = time.perf_counter()
+    plane.api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+    )
+    created = time.perf_counter() - started
+    done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
+    end = time.perf_counter()
+    cpu_during = run.cpu() - cpu_before
+    _, hwm = run.stop()
+    watch.stop()
+    cleanup(plane, namespace)
+    seconds = end - started
+    return Result(
+        "stream",
+        run.name,
+        0,
+        nodes,
+        pods,
+        seconds=seconds,
+        pods_per_second=pods / seconds if done else None,
+        cpu_seconds=cpu_during,
+        cpu_ms_per_pod=1000 * cpu_during / pods,
+        hwm_mib=hwm,
+        note=f"created in {created:.1f} s ({pods / created:.0f}/s)" + ("" if done else f"; only {watch.bound} bound"),
+    )
+
+
+def span(times: list[float], origin: float) -> str:
+    return f"{min(times) - origin:.2f}-{max(times) - origin:.2f} s" if times else "-"
+
+
+def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
+    scheduler = SCHEDULERS[kind]
+    api = plane.api
+    namespace = new_namespace(plane, label)
+    cpu_fill = f"{NODE_CPU * 1000 // FILL_PER_NODE}m"
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                f"fill-{n}-{k}",
+                namespace,
+                KUBE_SCHEDULER,
+                cpu_fill,
+                "1Gi",
+                node_name=f"node-{n}",
+                priority_class_name=f"fill-{n % CLASSES}",
+            )
+            for n in range(nodes)
+            for k in range(FILL_PER_NODE)
+        ),
+    )
+    watch = PodWatch(api, namespace, list_version(api, namespace))
+    run = scheduler(plane, label)
+    probe(plane, namespace, run, watch)
+    members = [f"gang-{m}" for m in range(gang)]
+    if kind in ("P", "B"):
+        api.request(
+            "POST",
+            f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
+            {
+                "apiVersion": "scheduling.phalanx.dev/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "gang", "namespace": namespace},
+                "spec": {
+                    "schedulingPolicy": {"gang": {"minCount": gang}},
+                    "priorityClassName": "gang-high",
+                    "priority": 100_000,
+                },
+            },
+        )
+        # No gate: without the webhook nothing adds one, and none is needed. GangReadiness (PreEnqueue)
+        # parks every member until the PodGroup and minCount members exist, as kube-scheduler's gang
+        # scheduling does for the native pods, which carry no gate either.
+        extra: dict[str, Any] = {}
+        labels = {GROUP_LABEL: "gang"}
+    else:
+        api.request(
+            "POST",
+            f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups",
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "gang", "namespace": namespace},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": gang}}, "priorityClassName": "gang-high"},
+            },
+        )
+        extra = {"schedulingGroup": {"podGroupName": "gang"}}
+        labels = {}
+    cpu_before = run.cpu()
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                m,
+                namespace,
+                scheduler.scheduler_name,
+                "16",
+                "1Gi",
+                priority_class_name="gang-high",
+                labels=labels,
+                extra_spec=extra,
+            )
+            for m in members
+        ),
+    )
+    last_created = time.perf_counter()
+    last_created_wall = time.time()
+
+    def fill() -> Iterator[PodState]:
+        return (s for name, s in watch.pods.items() if name.startswith("fill-"))
+
+    bound = watch.wait(lambda: all((s := watch.pods.get(m)) is not None and s.bound_at for m in members), timeout)
+    cpu = run.cpu() - cpu_before
+    _, hwm = run.stop()
+    with watch.cond:
+        starts = [s.marked_at for s in fill() if s.marked_at] + [
+            s.nominated_at for m in members if (s := watch.pods.get(m)) is not None and s.nominated_at
+        ]
+        victims = Counter(f"fill-{s.priority // 1000}" for s in fill() if s.marked_at)
+        last_bound = max((watch.pods[m].bound_at or 0.0 for m in members if m in watch.pods), default=0.0)
+        gone = [s.gone_at for s in fill() if s.gone_at]
+        nominated = [s.nominated_at for m in members if (s := watch.pods.get(m)) is not None and s.nominated_at]
+        spans = f"nominated {span(nominated, last_created)}, victims gone {span(gone, last_created)}; "
+    watch.stop()
+    cleanup(plane, namespace)
+    return Result(
+        "preempt",
+        run.name,
+        0,
+        nodes,
+        gang,
+        decision_seconds=min(starts) - last_created if starts else None,
+        bound_seconds=last_bound - last_created if bound else None,
+        cpu_seconds=cpu,
+        hwm_mib=hwm,
+        victims=dict(sorted(victims.items())),
+        note=spans
+        + f"last member created at {last_created_wall:.3f}"
+        + ("" if bound else f"; not all bound after {timeout:.0f} s"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def order(rounds: int, kinds: str = "KP") -> list[str]:
+    """K P P K (or K P B B P K), repeated: each scheduler goes first and last equally often."""
+    return [k for r in range(rounds) for k in (kinds if r % 2 == 0 else kinds[::-1])]
+
+
+def median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def report(results: list[Result]) -> None:
+    def by(workload: str, scheduler: str, nodes: int | None = None) -> list[Result]:
+        return [
+            r
+            for r in results
+            if r.workload == workload and r.scheduler == scheduler and (nodes is None or r.nodes == nodes)
+        ]
+
+    print("\n== every run (in order)")
+    for r in results:
+        line = f"{r.workload:8} {r.scheduler:15} round {r.round} nodes {r.nodes:>5} pods {r.pods:>6}"
+        if r.workload == "preempt":
+            line += (
+                f" decision {fmt(r.decision_seconds, 3)} s, all bound {fmt(r.bound_seconds, 3)} s, victims {r.victims}"
+            )
+        else:
+            line += f" {fmt(r.seconds)} s, {fmt(r.pods_per_second)} pods/s, CPU {fmt(r.cpu_seconds)} s"
+            line += f" ({fmt(r.cpu_ms_per_pod, 2)} ms/pod)"
+        line += f", peak RSS {fmt(r.hwm_mib, 0)} MiB {r.note}"
+        print(line)
+    print("\n== medians (ratios: to kube-scheduler)")
+    names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
+    for workload in ("drain", "stream"):
+        runs = {name: by(workload, name) for name in names}
+        if not any(runs.values()):
+            continue
+        n = next(r for rs in runs.values() for r in rs)
+        print(f"| {workload} {n.nodes:,} nodes / {n.pods:,} pods | pods/s | CPU ms/pod | peak RSS MiB | pods/s ratio |")
+        kube = median([r.pods_per_second for r in runs.get("kube-scheduler", [])])
+        for name, rs in runs.items():
+            rate = median([r.pods_per_second for r in rs])
+            cpu, hwm = median([r.cpu_ms_per_pod for r in rs]), median([r.hwm_mib for r in rs])
+            print(f"| {name} | {fmt(rate)} | {fmt(cpu, 2)} | {fmt(hwm, 0)} | {ratio(rate, kube)} |")
+    for nodes in sorted({r.nodes for r in results if r.workload == "preempt"}):
+        gang = next(r.pods for r in results if r.workload == "preempt" and r.nodes == nodes)
+        print(f"| preempt {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
+        for name in names:
+            runs = by("preempt", name, nodes)
+            if not runs:
+                quoted = PUBLISHED_KUBE_DECISION.get(nodes, "not run")
+                print(f"| {name} | {quoted} (published, not run) | - | - | - |")
+                continue
+            print(
+                f"| {name} | {fmt(median([r.decision_seconds for r in runs]), 3)} | "
+                f"{fmt(median([r.bound_seconds for r in runs]), 3)} | {runs[0].victims} | "
+                f"{fmt(median([r.hwm_mib for r in runs]), 0)} |"
+            )
+
+
+# ------------------------------------------------------------------------------------------------------ main
+
+
+def scales(text: str) -> list[tuple[int, int]]:
+    return [(int(n), int(g)) for n, g in (item.split(":") for item in text.split(",") if item)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1000, help="nodes for drain and stream")
+    parser.add_argument("--pods", type=int, default=10_000, help="pods for drain and stream")
+    parser.add_argument("--workloads", default="preempt,drain,stream")
+    parser.add_argument("--rounds", type=int, default=2, help="K P, then P K, ...: 2 gives K P P K")
+    parser.add_argument("--preemption", default="100:16,500:64,1000:64", help="NODES:GANG scales for Phalanx")
+    parser.add_argument("--kube-preemption", default="100:16", help="NODES:GANG scales kube-scheduler runs too")
+    parser.add_argument("--kube-preemption-timeout", type=float, default=300.0, help="seconds per kube-scheduler run")
+    parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")
+    parser.add_argument("--json", help="write every measurement here")
+    parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
+    parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
+    parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
+    args = parser.parse_args()
+    if not (KUBE / "up.sh").exists():
+        print(f"real control plane not found at {KUBE}", file=sys.stderr)
+        return 2
+    workloads = args.workloads.split(",")
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+        SchedulerRun.profile_dir = args.py_spy
+    wanted = set(args.schedulers.split(","))
+    kinds = "KP"
+    if args.before is not None:
+        PhalanxBeforeRun.checkout = args.before.resolve()
+        wanted.add("B")
+        kinds = "KPB"
+    kube_scales = {n for n, _ in scales(args.kube_preemption)}
+    print(f"load before: {os.getloadavg()}", flush=True)
+    plane = ControlPlane(args.keep)
+    print(f"control plane in {plane.dir}", flush=True)
+    results: list[Result] = []
+
+    def record(result: Result, r: int) -> None:
+        result.round = r
+        results.append(result)
+        print(f"  {result.workload} {result.scheduler} nodes={result.nodes}: {asdict(result)}", flush=True)
+
+    try:
+        plane.setup()
+        if "preempt" in workloads:
+            for nodes, gang in scales(args.preemption):
+                plane.ensure_nodes(nodes)
+                for r, kind in enumerate(order(args.rounds, kinds)):
+                    if kind not in wanted:
+                        continue
+                    if kind == "K" and nodes not in kube_scales:
+                        continue
+                    timeout = args.kube_preemption_timeout if kind == "K" else 120.0
+                    record(
+                        preempt(plane, kind, f"preempt-{nodes}-{kind.lower()}{r}", nodes, gang, timeout),
+                        r // len(kinds),
+                    )
+        plane.ensure_nodes(args.nodes)
+        for workload, fn in (("drain", drain), ("stream", stream)):
+            if workload not in workloads:
+                continue
+            for r, kind in enumerate(order(args.rounds, kinds)):
+                if kind in wanted:
+                    record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // len(kinds))
+    finally:
+        for proc in RUNNING:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        plane.stop()
+    print(f"load after: {os.getloadavg()}")
+    report(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
