@@ -211,7 +211,9 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     thread.start()
     try:
         native = f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native"
-        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS, native, f"{native}/status")
+        ours = f"/apis/{API_VERSION}/namespaces/default/podgroups/solo"
+        paths = (native, f"{native}/status", ours, f"{ours}/status")
+        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS, *paths)
     finally:
         stop.set()
         thread.join(timeout=10)

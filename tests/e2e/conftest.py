@@ -1,8 +1,9 @@
 """The end-to-end suite's fixtures: one real control plane per session, Phalanx installed on it, a pool per test.
 
 The suite runs whenever `../shared/kube` is beside the checkout (always in CI) and is skipped, with one
-line saying how to enable it, when it is not (the envtest convention). All its tests go to one xdist
-worker (`--dist loadgroup`), so a run starts one control plane, not one per worker.
+line saying how to enable it, when it is not (the envtest convention). `make test` runs it in a pytest
+process of its own after the other suites (which run on two xdist workers), so a run starts one control
+plane, not one per worker.
 """
 
 from __future__ import annotations
@@ -31,10 +32,7 @@ LAST = "test_rbac.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.xdist_group("e2e"))
-    items.sort(key=lambda item: Path(str(item.fspath)).name == LAST)
+    items.sort(key=lambda item: HERE in Path(str(item.fspath)).parents and Path(str(item.fspath)).name == LAST)
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ Names are passed in (they depend on the release), never read from values.
 */}}
 
 {{/*
-Informers list and watch; a direct read happens only for a pod whose gate removal lost a race and for a
-PodGroup whose status write conflicted. Events are only ever created. The native scheduling.k8s.io/v1alpha2
+Informers list and watch; a direct read happens only for a pod whose gate removal lost a race (a PodGroup
+whose status write conflicted waits for its watch instead). Events are only ever created. The native scheduling.k8s.io/v1alpha2
 PodGroups are watched when the cluster serves them; granting them on a cluster that does not is harmless.
 */}}
 {{- define "phalanx.scheduler.clusterRules" -}}
@@ -33,13 +33,13 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
   verbs: [list, watch]
 - apiGroups: [scheduling.phalanx.dev]
   resources: [podgroups]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 - apiGroups: [scheduling.phalanx.dev]
   resources: [podgroups/status]
   verbs: [patch]
 - apiGroups: [scheduling.k8s.io]
   resources: [podgroups]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 - apiGroups: [scheduling.k8s.io]
   resources: [podgroups/status]
   verbs: [patch]

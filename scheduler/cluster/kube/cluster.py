@@ -29,6 +29,7 @@ import json
 import queue
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -813,15 +814,29 @@ class KubeCluster:
                     return
                 if exc.status != 409:
                     raise
-                current = self._read_group(current)
+                newer = self._newer_group(current)
+                if newer is None:
+                    log.info("podgroup condition not written: the group kept changing", group=object_key(group))
+                    return
+                current = newer
                 continue
             self._remember_group(response)
             return
 
-    def _read_group(self, group: PodGroup) -> PodGroup:
-        return PodGroup.model_validate(
-            prune("podgroups", self._transport.request(self.custom.get_namespaced_custom_object, _group_path(group)))
-        )
+    def _newer_group(self, seen: PodGroup) -> PodGroup | None:
+        """After a 409: the group as the watch delivers it once it is newer than `seen`, or None when it does
+        not come within a few seconds (the next pass writes the condition again).
+
+        The watch, not a GET, so the scheduler needs no `get` on PodGroups: the write that lost the race
+        was someone else's, and the informer sees it within milliseconds.
+        """
+        deadline = time.monotonic() + 3.0
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            current = self._current_group(seen)
+            if _version(current) > _version(seen):
+                return current
+            self._stop.wait(0.02)
+        return None
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         """Queued for the writer thread, after any condition written before it."""
