@@ -110,3 +110,19 @@ def test_bound_elsewhere_meanwhile_is_not_bound_again(
     apiserver.apply(pod)
     wait_for(lambda: len(apiserver.requests_matching("POST", BINDING)) >= 3)
     assert node_of(apiserver, "p") == "other"
+
+
+def test_an_object_our_models_cannot_read_does_not_stop_its_informer(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """A pod the real server would refuse (ours accepts it) reaches the watch, and at the list after a restart:
+    it is skipped with a warning, and pods created after it are still seen and bound."""
+    started(apiserver, kubeconfig, replicas)
+    odd = make_pod("odd").req(cpu="1").json()
+    odd["spec"]["terminationGracePeriodSeconds"] = "soon"
+    apiserver.create(odd)
+    apiserver.create(make_pod("p").req(cpu="1").json())
+    wait_for(lambda: node_of(apiserver, "p"))
+    apiserver.restart(down_seconds=0.1, compact=True)
+    apiserver.create(make_pod("q").req(cpu="1").json())
+    wait_for(lambda: node_of(apiserver, "q"))

@@ -24,6 +24,7 @@ import orjson
 import structlog
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from pydantic import ValidationError
 
 from scheduler.api.meta import ApiModel
 from scheduler.cluster.kube.backoff import Backoff
@@ -123,13 +124,27 @@ class Informer(Generic[M]):
                 log.warning("watch failed, retrying", kind=self.kind, error=type(exc).__name__, delay=round(delay, 3))
                 self._stop.wait(delay)
 
+    def _parse(self, raw: dict[str, Any]) -> M | None:
+        """The object as our model, or None (with a warning) when our model cannot read it.
+
+        The API server validated it, so this is our model being stricter than the API (a field a newer
+        server version added values to, say): skipping the one object keeps the cache current for every
+        other one, where raising would make the watch retry the same event forever.
+        """
+        try:
+            return self._model.model_validate(prune(self.kind, raw))
+        except ValidationError as err:
+            where = ", ".join(".".join(map(str, e["loc"])) for e in err.errors()[:3])
+            log.warning("object not understood, skipped", kind=self.kind, object=object_key(raw), fields=where)
+            return None
+
     def _relist(self) -> None:
         response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
         try:
             body = orjson.loads(response.data)
         finally:
             response.release_conn()
-        items = {object_key(raw): self._model.model_validate(prune(self.kind, raw)) for raw in body.get("items", [])}
+        items = {object_key(raw): parsed for raw in body.get("items", []) if (parsed := self._parse(raw)) is not None}
         with self._lock:
             self._items = items
             self.resource_version = body["metadata"]["resourceVersion"]
@@ -179,7 +194,10 @@ class Informer(Generic[M]):
             self.resource_version = version
             return
         key = object_key(raw)
-        parsed = None if kind == "DELETED" else self._model.model_validate(prune(self.kind, raw))
+        parsed = None if kind == "DELETED" else self._parse(raw)
+        if parsed is None and kind != "DELETED":
+            self.resource_version = version  # skipped: the cache keeps what it had, the watch goes on
+            return
         with self._lock:
             old = self._items.pop(key, None) if parsed is None else self._items.get(key)
             if parsed is not None:
