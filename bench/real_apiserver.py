@@ -750,7 +750,12 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         last_bound = max((watch.pods[m].bound_at or 0.0 for m in members if m in watch.pods), default=0.0)
         gone = [s.gone_at for s in fill() if s.gone_at]
         nominated = [s.nominated_at for m in members if (s := watch.pods.get(m)) is not None and s.nominated_at]
-        spans = f"nominated {span(nominated, last_created)}, victims gone {span(gone, last_created)}; "
+        marked = [s.marked_at for s in fill() if s.marked_at]
+        landed = [s.bound_at for m in members if (s := watch.pods.get(m)) is not None and s.bound_at]
+        spans = (
+            f"nominated {span(nominated, last_created)}, victims marked {span(marked, last_created)}, "
+            f"gone {span(gone, last_created)}, members bound {span(landed, last_created)}; "
+        )
     watch.stop()
     cleanup(plane, namespace)
     return Result(
