@@ -175,3 +175,27 @@ def test_victim_is_not_deleted_when_its_disruption_condition_is_refused(
     refused.remaining = 0
     assert not apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim")
     assert pod(apiserver, "victim").metadata.deletion_timestamp is None
+
+
+def test_an_unschedulable_condition_queued_before_the_binding_is_not_written(
+    apiserver: ApiServer, cluster: KubeCluster
+) -> None:
+    """The writer thread was busy (a slow write for another pod) while a later pass bound the pod: the
+    PodScheduled=False it still held is stale, and written after the Binding it would turn the bound
+    pod's PodScheduled condition back to False and send a FailedScheduling Event for a scheduled pod."""
+    apiserver.create(make_pod("busy").json())
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: {"default/busy", "default/p"} <= set(cluster.objects().pods))
+    apiserver.hang("PATCH", "/api/v1/namespaces/default/pods/busy/status", seconds=1.5, times=1)
+    unschedulable = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
+    cluster.set_pod_condition(pod(apiserver, "busy"), unschedulable)
+    cluster.set_pod_condition(pod(apiserver, "p"), unschedulable)
+    cluster.bind(pod(apiserver, "p"), "n0")
+    wait_for(lambda: pod(apiserver, "p").spec.node_name == "n0")
+    wait_for(lambda: pod(apiserver, "busy").condition("PodScheduled") is not None, timeout=10)
+    cluster.stop()
+    scheduled = pod(apiserver, "p").condition("PodScheduled")
+    assert scheduled is not None
+    assert scheduled.status == "True"
+    events = apiserver.list("events", "default", group="events.k8s.io")
+    assert [e["reason"] for e in events if e["regarding"]["name"] == "p"] == ["Scheduled"]

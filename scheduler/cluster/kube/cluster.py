@@ -271,6 +271,8 @@ class KubeCluster:
         """DisruptionTarget writes in flight, by pod key: the victim's deletion is sent once its write succeeded."""
         self._scheduled_conditions: dict[str, tuple[Pod, Condition]] = {}
         """PodScheduled conditions waiting for the writer thread, by pod key (the newest wins)."""
+        self._condition_writes: dict[str, threading.Event] = {}
+        """PodScheduled writes on the wire, by pod key: a Binding of that pod waits for its write to end."""
         self._preempter = ThreadPoolExecutor(max_workers=preemption_workers, thread_name_prefix="preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
@@ -532,6 +534,9 @@ class KubeCluster:
         }
         with self._lock:
             ungating = self._ungating.get(key)
+            condition_write = self._condition_writes.get(key)
+        if condition_write is not None:
+            condition_write.wait()
         if ungating is not None and not self._wait_quietly(ungating[1]):
             self._refuse("bind", key)  # the gate removal's failure has its own Warning
             self._forget_binding(key)
@@ -730,10 +735,33 @@ class KubeCluster:
 
     def _write_latest_pod_condition(self, key: str) -> None:
         """Write the newest PodScheduled condition asked for `key`: one write however many passes changed
-        its message while the writer was busy (a gang waiting for victims counts them down each pass)."""
+        its message while the writer was busy (a gang waiting for victims counts them down each pass).
+
+        A pod bound (or being bound) since the pass that asked for `False` is scheduled: that write is
+        stale, and landing after the Binding it would turn the pod's PodScheduled back to False. The
+        check and the registration in `_condition_writes` share the lock with `bind`, so either the
+        write is dropped or the Binding waits for it.
+        """
         with self._lock:
             pod, condition = self._scheduled_conditions.pop(key)
-        self._write_pod_condition_quietly(pod, condition)
+        if condition.status == "False" and self._bound(key):
+            return
+        with self._lock:
+            if condition.status == "False" and key in self._assumed:
+                return
+            written = self._condition_writes[key] = threading.Event()
+        try:
+            self._write_pod_condition_quietly(pod, condition)
+        finally:
+            with self._lock:
+                del self._condition_writes[key]
+            written.set()
+
+    def _bound(self, key: str) -> bool:
+        with self._lock:
+            written = self._pod_overlay.get(key)
+        cached = self.pods.get(key)
+        return any(p is not None and p.spec.node_name for p in (written, cached))
 
     def _write_pod_condition_quietly(self, pod: Pod, condition: Condition) -> None:
         try:
