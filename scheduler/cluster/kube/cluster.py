@@ -5,7 +5,8 @@ API. Our own writes are overlaid on the cache until the watch delivers them: a p
 on its node in the very next pass, which is what keeps a node from being over-committed between a
 Binding and its watch event (kube-scheduler's "assume"). Bindings and gate removals are sent by
 pools of workers, as kube-scheduler's binding cycle does (a Binding waits for its pod's gate
-removal); PodScheduled conditions and PodGroup writes go to one ordered writer thread. So `bind`
+removal); PodScheduled conditions go to a writer thread of their own, PodGroup writes to one ordered
+writer thread. So `bind`
 never raises `AlreadyBound` here: on a 409 "already assigned" the pod is assumed on the node the
 message names until the watch shows it. Every pod is cached, whoever schedules it, so nodes are
 accounted for in full.
@@ -15,7 +16,8 @@ placed the pod, deletes carry a UID precondition and ignore "already gone", gate
 removal is a JSON patch guarded by a `test` of the gate list, condition writes are skipped when
 nothing changes. Like kube-scheduler, the back end reports `Scheduled` after each Binding and
 `FailedScheduling` when a pod's PodScheduled condition turns Unschedulable (or its message
-changes); Events go out from a background thread so they never slow a pass. Transient failures
+changes); Events go out from a background thread so they never slow a pass, and they and the
+PodScheduled messages wait while a preemption is under way (`hold.py`). Transient failures
 (429, 5xx, timeouts) are retried with jittered backoff; a write made in a pass that still fails
 raises `WriteRefused` with the server's answer (`refusal.py`), which fails only its unit, and a
 refused Binding is a Warning Event, its pod pending again in the next view. Each write first asks
@@ -50,6 +52,7 @@ from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
+from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.informer import Informer, prune
 from scheduler.cluster.kube.refusal import FAILED_WRITES, answer, refusals
 from scheduler.cluster.kube.transport import Transport
@@ -241,6 +244,7 @@ class KubeCluster:
         on_relist: Callable[[str], None] | None = None,
         binding_workers: int = 16,
         preemption_workers: int = 32,
+        best_effort_hold_seconds: float = 5.0,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
@@ -280,6 +284,8 @@ class KubeCluster:
         self._gater = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
+        self._conditions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pod-conditions")
+        self._hold = PreemptionHold(best_effort_hold_seconds)
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
         self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -339,10 +345,12 @@ class KubeCluster:
 
     def stop(self) -> None:
         """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
+        self._hold.release()
         self._preempter.shutdown(wait=True, cancel_futures=True)
         self._binder.shutdown(wait=True, cancel_futures=True)
         self._gater.shutdown(wait=True, cancel_futures=True)
         self._writer.shutdown(wait=True)
+        self._conditions.shutdown(wait=True)
         self._stop.set()
         self._events.put(None)
         self._event_thread.join(timeout=self.request_timeout_seconds)
@@ -359,6 +367,11 @@ class KubeCluster:
         return True
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
+        if kind == "pods" and new is None:
+            if old is not None:
+                self._hold.done(object_key(old), old.metadata.uid or "")
+            else:  # relisted
+                self._hold.keep({key: pod.metadata.uid or "" for key, pod in self.pods.items().items()})
         if (
             kind == "pods"
             and old is not None
@@ -524,6 +537,12 @@ class KubeCluster:
         self._binder.submit(self._send_binding, pod, node_name)
 
     def _send_binding(self, pod: Pod, node_name: str) -> None:
+        try:
+            self._send_binding_now(pod, node_name)
+        finally:
+            self._hold.done(object_key(pod))  # a nominee's Binding is answered: its preemption is over
+
+    def _send_binding_now(self, pod: Pod, node_name: str) -> None:
         meta = pod.metadata
         key = object_key(pod)
         body = {
@@ -685,6 +704,10 @@ class KubeCluster:
             if shown == nominee:
                 return
             self._nominating[key] = nominee
+        if nominee:
+            self._hold.nominee(key)
+        else:
+            self._hold.done(key)
         self._preempter.submit(self._send_nomination, current, nominee)
 
     def _send_nomination(self, pod: Pod, nominee: str) -> None:
@@ -696,6 +719,7 @@ class KubeCluster:
         except Exception as exc:
             if not (isinstance(exc, ApiException) and exc.status == 404):
                 _log_failed_write("nomination failed", exc, pod=key, node=nominee)
+                self._hold.done(key)
                 self._refuse("nominate", key, answer(exc))
                 self.changed.set()
         finally:
@@ -704,7 +728,7 @@ class KubeCluster:
                     del self._nominating[key]
 
     def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
-        """PodScheduled, which only informs, goes to the ordered writer thread so the loop never waits.
+        """PodScheduled, which only informs, goes to its writer thread so the loop never waits.
 
         DisruptionTarget goes to the preemption workers; the victim's deletion that follows
         (`delete_pod`) is sent only once this write succeeded, as upstream's preemption executor does.
@@ -731,17 +755,19 @@ class KubeCluster:
             queued = key in self._scheduled_conditions
             self._scheduled_conditions[key] = (pod, condition)
         if not queued:
-            self._writer.submit(self._write_latest_pod_condition, key)
+            self._conditions.submit(self._write_latest_pod_condition, key)
 
     def _write_latest_pod_condition(self, key: str) -> None:
-        """Write the newest PodScheduled condition asked for `key`: one write however many passes changed
-        its message while the writer was busy (a gang waiting for victims counts them down each pass).
+        """Write the newest PodScheduled condition asked for `key`, once no preemption is under way: one
+        write however many passes changed its message meanwhile (a gang waiting for victims counts them
+        down each pass).
 
         A pod bound (or being bound) since the pass that asked for `False` is scheduled: that write is
         stale, and landing after the Binding it would turn the pod's PodScheduled back to False. The
         check and the registration in `_condition_writes` share the lock with `bind`, so either the
         write is dropped or the Binding waits for it.
         """
+        self._hold.wait()
         with self._lock:
             pod, condition = self._scheduled_conditions.pop(key)
         if condition.status == "False" and self._bound(key):
@@ -899,6 +925,7 @@ class KubeCluster:
         if not self.may_write():
             raise NotLeader("delete")
         key = object_key(pod)
+        self._hold.victim(key, pod.metadata.uid or "")
         with self._lock:
             self._deleting[key] = pod.metadata.uid or ""
             marked = self._disrupting.pop(key, None)
@@ -931,6 +958,7 @@ class KubeCluster:
         marked.add_done_callback(after_condition)
 
     def _undelete(self, key: str) -> None:
+        self._hold.done(key)
         with self._lock:
             self._deleting.pop(key, None)
         self.changed.set()
@@ -956,6 +984,7 @@ class KubeCluster:
         except ApiException as exc:
             if exc.status in (404, 409):
                 log.info("victim already gone", pod=object_key(pod), status=exc.status)
+                self._hold.done(object_key(pod), meta.uid or "")
                 return
             raise
         if response.get("kind") == "Pod" and response.get("metadata", {}).get("deletionTimestamp"):
@@ -997,6 +1026,7 @@ class KubeCluster:
 
     def _send_events(self) -> None:
         while (body := self._events.get()) is not None and not self._stop.is_set():
+            self._hold.wait()
             namespace = body["metadata"]["namespace"]
             try:
                 call_with_retry(
