@@ -108,3 +108,23 @@ def test_a_victim_that_stays_terminating_holds_nothing_back_for_long(objects: Ap
         assert pod(objects, "victim").metadata.deletion_timestamp is not None, "the victim is still terminating"
     finally:
         cluster.stop()
+
+
+def test_preemptions_without_pause_hold_events_back_no_longer_than_the_hold(
+    objects: ApiServer, kubeconfig: Path
+) -> None:
+    """A busy cluster preempts again before the last preemption's victims are gone: a hold that every
+    new victim prolonged would keep Events and PodScheduled messages back for as long as that lasts."""
+    for i in range(20):
+        objects.create(make_pod(f"next-{i}").on("n0").json())
+    cluster = start(kubeconfig, hold_seconds=1.0)
+    try:
+        preempt(cluster, objects)
+        for i in range(20):
+            cluster.delete_pod(pod(objects, f"next-{i}"), None)
+            if "Preempted" in {e["reason"] for e in events(objects)}:
+                break
+            time.sleep(0.25)
+        assert "Preempted" in {e["reason"] for e in events(objects)}, "an Event was held back for 5 s"
+    finally:
+        cluster.stop()

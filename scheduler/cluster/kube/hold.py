@@ -8,9 +8,9 @@ once they took their share of a saturated server and delayed the Bindings (issue
 
 So the Events thread and the PodScheduled writer wait while a preemption is under way: from its
 first nomination or victim until every victim is gone and every nominee's Binding was sent. Nothing
-is dropped: the wait ends at the latest `hold_seconds` after the last preemption write was asked
-for, so a victim with a long grace period, or a nominee that never binds, delays an Event by no
-more than that.
+is dropped, and nothing waits long: a hold ends at the latest `hold_seconds` after it began, and
+the next one begins only once nothing is under way. A victim with a long grace period, a nominee
+that never binds, or a cluster that preempts without pause delays an Event by no more than that.
 """
 
 from __future__ import annotations
@@ -27,24 +27,34 @@ class PreemptionHold:
         """Pods we asked to delete, by key (-> uid), until the watch shows them gone."""
         self._nominees: set[str] = set()
         """Pods we nominated, until their Binding was sent, their nomination cleared, or they are gone."""
-        self._until = 0.0
+        self._until: float | None = None
+        """When the hold ends at the latest; None while nothing is under way."""
         self._released = False
 
-    def _under_way(self) -> bool:
-        return not self._released and bool(self._victims or self._nominees) and time.monotonic() < self._until
+    def _left(self) -> float:
+        """Seconds this hold still has to run; 0 when nothing holds writes back."""
+        if self._released or self._until is None:
+            return 0.0
+        return max(0.0, self._until - time.monotonic())
 
-    def _extend(self) -> None:
-        self._until = time.monotonic() + self.hold_seconds
+    def _begin(self) -> None:
+        if self._until is None:
+            self._until = time.monotonic() + self.hold_seconds
+
+    def _settle(self) -> None:
+        if not (self._victims or self._nominees):
+            self._until = None
+        self._cond.notify_all()
 
     def victim(self, key: str, uid: str) -> None:
         with self._cond:
             self._victims[key] = uid
-            self._extend()
+            self._begin()
 
     def nominee(self, key: str) -> None:
         with self._cond:
             self._nominees.add(key)
-            self._extend()
+            self._begin()
 
     def done(self, key: str, uid: str | None = None) -> None:
         """`key` no longer holds anything back: gone (with `uid`, only that incarnation), bound, or given up."""
@@ -52,7 +62,7 @@ class PreemptionHold:
             if uid is None or self._victims.get(key) == uid:
                 self._victims.pop(key, None)
             self._nominees.discard(key)
-            self._cond.notify_all()
+            self._settle()
 
     def keep(self, present: dict[str, str]) -> None:
         """After a relist: forget every pod the cache no longer holds (`present`: key -> uid)."""
@@ -60,13 +70,13 @@ class PreemptionHold:
             for key in [k for k, uid in self._victims.items() if present.get(k) != uid]:
                 del self._victims[key]
             self._nominees.intersection_update(present)
-            self._cond.notify_all()
+            self._settle()
 
     def wait(self) -> None:
         """Return once no preemption is under way (at once when none is)."""
         with self._cond:
-            while self._under_way():
-                self._cond.wait(max(0.0, self._until - time.monotonic()))
+            while (left := self._left()) > 0:
+                self._cond.wait(left)
 
     def release(self) -> None:
         """Stopping: nothing waits any more."""
