@@ -849,7 +849,14 @@ def report(results: list[Result]) -> None:
 
 
 def scales(text: str) -> list[tuple[int, int]]:
-    return [(int(n), int(g)) for n, g in (item.split(":") for item in text.split(",") if item)]
+    """`NODES:GANG,...` (an empty string for none); argparse turns the ValueError into a usage error."""
+    parsed = []
+    for item in filter(None, text.split(",")):
+        nodes, colon, gang = item.partition(":")
+        if not (colon and nodes.isdigit() and gang.isdigit()):
+            raise ValueError(f"{item!r} is not NODES:GANG")
+        parsed.append((int(nodes), int(gang)))
+    return parsed
 
 
 def main() -> int:
@@ -858,8 +865,12 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10_000, help="pods for drain and stream")
     parser.add_argument("--workloads", default="preempt,drain,stream")
     parser.add_argument("--rounds", type=int, default=2, help="K P, then P K, ...: 2 gives K P P K")
-    parser.add_argument("--preemption", default="100:16,500:64,1000:64", help="NODES:GANG scales for Phalanx")
-    parser.add_argument("--kube-preemption", default="100:16", help="NODES:GANG scales kube-scheduler runs too")
+    parser.add_argument(
+        "--preemption", type=scales, default="100:16,500:64,1000:64", help="NODES:GANG scales for Phalanx"
+    )
+    parser.add_argument(
+        "--kube-preemption", type=scales, default="100:16", help="NODES:GANG scales kube-scheduler runs too ('' for none)"
+    )
     parser.add_argument("--kube-preemption-timeout", type=float, default=300.0, help="seconds per kube-scheduler run")
     parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")
     parser.add_argument("--json", help="write every measurement here")
@@ -880,7 +891,7 @@ def main() -> int:
         PhalanxBeforeRun.checkout = args.before.resolve()
         wanted.add("B")
         kinds = "KPB"
-    kube_scales = {n for n, _ in scales(args.kube_preemption)}
+    kube_scales = {n for n, _ in args.kube_preemption}
     print(f"load before: {os.getloadavg()}", flush=True)
     plane = ControlPlane(args.keep)
     print(f"control plane in {plane.dir}", flush=True)
@@ -894,7 +905,7 @@ def main() -> int:
     try:
         plane.setup()
         if "preempt" in workloads:
-            for nodes, gang in scales(args.preemption):
+            for nodes, gang in args.preemption:
                 plane.ensure_nodes(nodes)
                 for r, kind in enumerate(order(args.rounds, kinds)):
                     if kind not in wanted:

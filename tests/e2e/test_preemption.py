@@ -61,6 +61,13 @@ def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> No
     assert set(pool.bound(["v30-0", "v30-1"])) == {"v30-0", "v30-1"}
     preempted_events = {e["regarding"]["name"] for e in pool.events("Preempted")}
     assert preempted_events == want_preempted
+    wait_for(
+        lambda: {e["regarding"]["name"] for e in pool.events("Scheduled")} >= set(members),
+        what="a Scheduled Event for every member",
+    )
+    for member in members:  # a stale PodScheduled=False, written after the Binding, would turn it back
+        scheduled = condition(pool.read_pod(member), "PodScheduled")
+        assert scheduled is not None and scheduled["status"] == "True", scheduled
 
 
 @pytest.mark.parametrize("grace", [0, 30], ids=["victim-vanishes-at-once", "victim-terminates-gracefully"])
