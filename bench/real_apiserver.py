@@ -869,7 +869,10 @@ def main() -> int:
         "--preemption", type=scales, default="100:16,500:64,1000:64", help="NODES:GANG scales for Phalanx"
     )
     parser.add_argument(
-        "--kube-preemption", type=scales, default="100:16", help="NODES:GANG scales kube-scheduler runs too ('' for none)"
+        "--kube-preemption",
+        type=scales,
+        default="100:16",
+        help="NODES:GANG scales kube-scheduler runs too ('' for none)",
     )
     parser.add_argument("--kube-preemption-timeout", type=float, default=300.0, help="seconds per kube-scheduler run")
     parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")

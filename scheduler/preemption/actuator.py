@@ -41,6 +41,7 @@ class PreemptionActuator:
     def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None:
         """Nominate, then mark and delete every victim; an empty node name clears a stale nomination."""
         pods = self.cluster.objects().pods
+        nominated: dict[str, str | None] = {}
         for member in unit.members:
             current = pods.get(member.key)
             if member.key not in result.nominations or current is None or current.spec.node_name:
@@ -48,7 +49,9 @@ class PreemptionActuator:
             node = result.nominations[member.key] or None
             if current.status.nominated_node_name != node:
                 self.cluster.set_nominated_node(current, node)
-                log.info("member nominated", pod=member.key, node=node, preemptor=unit.key)
+                nominated[member.key] = node
+        if nominated:
+            log.info("members nominated", preemptor=unit.key, nominations=nominated)
         if not result.victims:
             return
         now = self.cluster.now()
@@ -66,6 +69,7 @@ class PreemptionActuator:
         if acting and isinstance(result.explanation, Decision):
             note = "; ".join(line.strip() for line in result.explanation.explain()[:4])
             self.cluster.record_event(preemptor, "Normal", "Preempting", note[:EVENT_NOTE_LIMIT])
+        preempted: dict[str, str | None] = {}
         for victim in result.victims:
             for info in victim.pods:
                 pod = pods.get(info.key)
@@ -79,15 +83,14 @@ class PreemptionActuator:
                 note = f"Preempted by {kind} {unit.key} on node {info.node_name}"
                 self.cluster.record_event(pod, "Normal", "Preempted", note, related=preemptor)
                 self.cluster.delete_pod(pod, None)
-                log.info(
-                    "victim preempted",
-                    victim=info.key,
-                    preemptor=unit.key,
-                    node=info.node_name,
-                    priority=victim.priority,
-                )
+                preempted[info.key] = info.node_name
             group = self.cluster.objects().pod_groups.get(victim.key) if victim.is_group else None
             if group is not None:
                 marked = any(c.type == DISRUPTION_TARGET and c.status == "True" for c in group.status.conditions)
                 if not marked:
                     self.cluster.set_pod_group_condition(group, condition)
+        if preempted:  # one line per decision: per-victim lines cost a gang's preemption 0.16 s of GIL (issue 12)
+            priorities = sorted({victim.priority for victim in result.victims})
+            log.info(
+                "victims preempted", preemptor=unit.key, count=len(preempted), priorities=priorities, victims=preempted
+            )

@@ -50,6 +50,10 @@ def group_priority_raised(objects: ClusterObjects) -> None:
     objects.pod_groups["default/g"] = make_podgroup("g").gang(1).priority(500).obj()
 
 
+def other_group_created(objects: ClusterObjects) -> None:
+    objects.pod_groups["default/other"] = make_podgroup("other").gang(2).priority(900).obj()
+
+
 def node_resized(objects: ClusterObjects) -> None:
     objects.nodes["n"] = make_node("n").cap(cpu="16", memory="8Gi").obj()
 
@@ -59,6 +63,7 @@ def node_resized(objects: ClusterObjects) -> None:
     [
         pytest.param(group_status_written, True, 100, "8", id="a PodGroup status write keeps its members' PodInfos"),
         pytest.param(group_priority_raised, False, 500, "8", id="a PodGroup priority change re-resolves its members"),
+        pytest.param(other_group_created, True, 100, "8", id="another PodGroup created keeps this group's PodInfos"),
         pytest.param(node_resized, True, 100, "16", id="a replaced Node is parsed again"),
     ],
 )
@@ -101,6 +106,7 @@ def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
 
 NODE_NAMES = ("n1", "n2", "n3")
 POD_NAMES = tuple(f"p{i}" for i in range(8))
+GROUP_NAMES = ("g", "h")
 
 
 def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]) -> None:
@@ -110,8 +116,9 @@ def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]
     what = draw(st.sampled_from(("create", "bind", "delete", "finish", "nominate", "assume", "terminate")))
     cpu = draw(st.sampled_from(("1", "2")))
     pod = make_pod(name).req(cpu=cpu)
-    if draw(st.booleans()):
-        pod = pod.group("g")
+    group = draw(st.sampled_from((None, *GROUP_NAMES)))
+    if group is not None:
+        pod = pod.group(group)
     if draw(st.booleans()):
         pod = pod.queue("research")
     if what == "delete":
@@ -143,8 +150,17 @@ def node_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
         objects.nodes[name] = make_node(name).cap(cpu=draw(st.sampled_from(("8", "16"))), memory="8Gi").obj()
 
 
+def group_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
+    """A PodGroup created (before or after its members), given another priority, or deleted."""
+    name = draw(st.sampled_from(GROUP_NAMES))
+    if draw(st.integers(0, 3)) == 0:
+        objects.pod_groups.pop(f"default/{name}", None)
+    else:
+        objects.pod_groups[f"default/{name}"] = make_podgroup(name).gang(2).priority(draw(st.integers(0, 9))).obj()
+
+
 @given(data=st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None:
     """A snapshot updated from the last refresh is the snapshot built from scratch, whatever changed between."""
     objects = cluster_of(
@@ -158,8 +174,8 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
             pod_change(data.draw, objects, assumed)
         if data.draw(st.integers(0, 5)) == 0:
             node_change(data.draw, objects)
-        if data.draw(st.integers(0, 7)) == 0:
-            objects.pod_groups["default/g"] = make_podgroup("g").gang(2).priority(data.draw(st.integers(0, 9))).obj()
+        if data.draw(st.integers(0, 5)) == 0:
+            group_change(data.draw, objects)
         kept = build_snapshot(objects, EPOCH, config, cache, assumed)
         fresh = build_snapshot(objects, EPOCH, config, PodInfoCache(), assumed)
         assert snapshot_state(kept) == snapshot_state(fresh)

@@ -56,6 +56,7 @@ from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.informer import Informer, prune
 from scheduler.cluster.kube.refusal import FAILED_WRITES, answer, refusals
 from scheduler.cluster.kube.transport import Transport
+from scheduler.cluster.kube.workers import started_pool
 from scheduler.framework.cluster import BackgroundRefusal, ClusterObjects, PassAborted, object_key
 
 log = structlog.get_logger(__name__)
@@ -277,10 +278,10 @@ class KubeCluster:
         """PodScheduled conditions waiting for the writer thread, by pod key (the newest wins)."""
         self._condition_writes: dict[str, threading.Event] = {}
         """PodScheduled writes on the wire, by pod key: a Binding of that pod waits for its write to end."""
-        self._preempter = ThreadPoolExecutor(max_workers=preemption_workers, thread_name_prefix="preempt")
+        self._preempter = started_pool(preemption_workers, "preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
-        self._binder = ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
+        self._binder = started_pool(binding_workers, "binder")
         self._gater = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
