@@ -25,6 +25,16 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def usage_row(resource_index: dict[str, int], requests: dict[str, int]) -> IntArray:
+    """What a placed pod consumes, as a row over the resource columns; resources no node has are not counted."""
+    row = np.zeros(len(resource_index), dtype=np.int64)
+    for name, amount in requests.items():
+        column = resource_index.get(name)
+        if column is not None:
+            row[column] = amount
+    return row
+
+
 @dataclass(slots=True)
 class NodeTable:
     names: tuple[str, ...]
@@ -53,13 +63,7 @@ class NodeTable:
         return row
 
     def usage(self, requests: dict[str, int]) -> IntArray:
-        """What a placed pod consumes, as a row; resources no node has are not counted."""
-        row = np.zeros(len(self.resources), dtype=np.int64)
-        for name, amount in requests.items():
-            column = self.resource_index.get(name)
-            if column is not None:
-                row[column] = amount
-        return row
+        return usage_row(self.resource_index, requests)
 
     def free(self) -> IntArray:
         return self.allocatable - self.requested

@@ -22,7 +22,7 @@ from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, R
 from scheduler.api.quantity import PODS
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot
+from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot, usage_row
 
 log = structlog.get_logger(__name__)
 
@@ -329,21 +329,12 @@ def _charge(
             shape = base.shapes.get(requests, -1)
             if shape < 0:
                 shape = base.shapes[requests] = len(base.vectors)
-                base.vectors.append(_usage(base, info.requests))
+                base.vectors.append(usage_row(base.resource_index, info.requests))
             delta.added[0].append(row)
             delta.added[1].append(shape)
     elif pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
         base.nominated[key] = info
     base.charges[key] = _Charge(pod, assumed, info, row, shape)
-
-
-def _usage(base: _Base, requests: dict[str, int]) -> IntArray:
-    row = np.zeros(len(base.resources), dtype=np.int64)
-    for name, amount in requests.items():
-        column = base.resource_index.get(name)
-        if column is not None:
-            row[column] = amount
-    return row
 
 
 def build_snapshot(

@@ -30,6 +30,11 @@ def priority_class(name: str, value: int, annotations: dict[str, str] | None = N
     }
 
 
+def given(**fields: Any) -> Json:
+    """The fields that were given: a manifest leaves out what is not set."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def node(name: str, pool: str, cpu: str = "4", memory: str = "16Gi") -> Json:
     resources = {"cpu": cpu, "memory": memory, "pods": "110"}
     return {
@@ -111,16 +116,13 @@ class Pool:
             "tolerations": [{"key": POOL_KEY, "operator": "Equal", "value": self.name, "effect": "NoSchedule"}],
             "nodeSelector": {POOL_KEY: self.name},
         }
-        if scheduler_name is not None:
-            spec["schedulerName"] = scheduler_name
-        if priority_class is not None:
-            spec["priorityClassName"] = priority_class
-        if node is not None:
-            spec["nodeName"] = node
-        if grace is not None:
-            spec["terminationGracePeriodSeconds"] = grace
-        if native_group is not None:
-            spec["schedulingGroup"] = {"podGroupName": native_group}
+        spec |= given(
+            schedulerName=scheduler_name,
+            priorityClassName=priority_class,
+            nodeName=node,
+            terminationGracePeriodSeconds=grace,
+            schedulingGroup=None if native_group is None else {"podGroupName": native_group},
+        )
         all_labels = dict(labels or {})
         if group is not None:
             all_labels[GROUP_LABEL] = group
@@ -140,13 +142,9 @@ class Pool:
         api_version: str = PHALANX,
         queue: str | None = None,
     ) -> Json:
-        spec: Json = {"schedulingPolicy": policy}
-        if priority_class is not None:
-            spec["priorityClassName"] = priority_class
-        if disruption_mode is not None:
-            spec["disruptionMode"] = disruption_mode
-        if queue is not None:
-            spec["queueName"] = queue
+        spec: Json = {"schedulingPolicy": policy} | given(
+            priorityClassName=priority_class, disruptionMode=disruption_mode, queueName=queue
+        )
         meta = {"name": name, "namespace": self.name}
         return {"apiVersion": api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
 

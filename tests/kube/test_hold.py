@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from scheduler.api.meta import Condition
-from scheduler.api.pod import Pod
 from scheduler.cluster.kube import KubeCluster, api_client_from
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.kube.replica import wait_for
+from tests.kube.stored import stored_pod
 
 TARGET = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="x")
 WAITING = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="waiting for 1 victim")
@@ -54,47 +54,41 @@ def cluster(objects: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
     kube.stop()
 
 
-def pod(server: ApiServer, name: str) -> Pod:
-    raw = server.get("pods", name, "default")
-    assert raw is not None
-    return Pod.model_validate(raw)
-
-
 def events(server: ApiServer) -> list[dict[str, Any]]:
     return server.list("events", "default", group="events.k8s.io")
 
 
 def informed(server: ApiServer) -> bool:
     """Whether anything that only informs reached the server: an Event, or the preemptor's PodScheduled."""
-    return bool(events(server)) or pod(server, "preemptor").condition("PodScheduled") is not None
+    return bool(events(server)) or stored_pod(server, "preemptor").condition("PodScheduled") is not None
 
 
 def preempt(cluster: KubeCluster, server: ApiServer) -> None:
     """What the actuator does for one victim, then a pass's message on the waiting preemptor."""
-    victim = pod(server, "victim")
-    cluster.set_nominated_node(pod(server, "preemptor"), "n0")
+    victim = stored_pod(server, "victim")
+    cluster.set_nominated_node(stored_pod(server, "preemptor"), "n0")
     cluster.set_pod_condition(victim, TARGET)
     cluster.record_event(victim, "Normal", "Preempted", "Preempted by Pod default/preemptor on node n0")
     cluster.delete_pod(victim, None)
-    cluster.set_pod_condition(pod(server, "preemptor"), WAITING)
+    cluster.set_pod_condition(stored_pod(server, "preemptor"), WAITING)
 
 
 def test_informing_writes_wait_for_the_victims_and_the_nominees_binding(
     objects: ApiServer, cluster: KubeCluster
 ) -> None:
     preempt(cluster, objects)
-    wait_for(lambda: pod(objects, "victim").metadata.deletion_timestamp is not None)
-    wait_for(lambda: pod(objects, "preemptor").status.nominated_node_name == "n0")
+    wait_for(lambda: stored_pod(objects, "victim").metadata.deletion_timestamp is not None)
+    wait_for(lambda: stored_pod(objects, "preemptor").status.nominated_node_name == "n0")
     time.sleep(0.3)
     assert not informed(objects), "held while the victim terminates"
     objects.finish_terminating()
     wait_for(lambda: cluster.pods.get("default/victim") is None)
     time.sleep(0.3)
     assert not informed(objects), "held until the nominee's Binding is sent"
-    cluster.bind(pod(objects, "preemptor"), "n0")
+    cluster.bind(stored_pod(objects, "preemptor"), "n0")
     wait_for(lambda: {e["reason"] for e in events(objects)} == {"Preempted", "Scheduled"})
     cluster.stop()
-    scheduled = pod(objects, "preemptor").condition("PodScheduled")
+    scheduled = stored_pod(objects, "preemptor").condition("PodScheduled")
     assert scheduled is not None
     assert scheduled.status == "True", "the message held back went stale when the preemptor was bound"
 
@@ -104,8 +98,8 @@ def test_a_victim_that_stays_terminating_holds_nothing_back_for_long(objects: Ap
     try:
         preempt(cluster, objects)
         wait_for(lambda: "Preempted" in {e["reason"] for e in events(objects)}, timeout=10)
-        wait_for(lambda: pod(objects, "preemptor").condition("PodScheduled") is not None, timeout=10)
-        assert pod(objects, "victim").metadata.deletion_timestamp is not None, "the victim is still terminating"
+        wait_for(lambda: stored_pod(objects, "preemptor").condition("PodScheduled") is not None, timeout=10)
+        assert stored_pod(objects, "victim").metadata.deletion_timestamp is not None, "the victim is still terminating"
     finally:
         cluster.stop()
 
@@ -121,7 +115,7 @@ def test_preemptions_without_pause_hold_events_back_no_longer_than_the_hold(
     try:
         preempt(cluster, objects)
         for i in range(20):
-            cluster.delete_pod(pod(objects, f"next-{i}"), None)
+            cluster.delete_pod(stored_pod(objects, f"next-{i}"), None)
             if "Preempted" in {e["reason"] for e in events(objects)}:
                 break
             time.sleep(0.25)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from scheduler.api.meta import Condition
-from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.kube import KubeCluster, NotLeader, api_client_from
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
 from tests.kube.replica import GATE, PG_GROUP, wait_for
+from tests.kube.stored import stored_pod
 
 START_ANNOTATION = "scheduling.phalanx.dev/last-start-timestamp"
 
@@ -28,53 +28,47 @@ def cluster(apiserver: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
     kube.stop()
 
 
-def pod(server: ApiServer, name: str) -> Pod:
-    raw = server.get("pods", name, "default")
-    assert raw is not None
-    return Pod.model_validate(raw)
-
-
 def test_gate_removal_keeps_a_concurrent_change(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("p").gate("example.com/foreign", GATE, "example.com/other").json())
     wait_for(lambda: "default/p" in cluster.objects().pods)
-    stale = pod(apiserver, "p")
+    stale = stored_pod(apiserver, "p")
     raw = apiserver.get("pods", "p", "default")
     assert raw is not None
     raw["spec"]["schedulingGates"] = [{"name": GATE}, {"name": "example.com/other"}]
     apiserver.apply(raw)
     cluster.remove_scheduling_gate(stale, GATE)
     assert GATE not in [g.name for g in cluster.objects().pods["default/p"].spec.scheduling_gates], "assumed at once"
-    wait_for(lambda: [g.name for g in pod(apiserver, "p").spec.scheduling_gates] == ["example.com/other"])
+    wait_for(lambda: [g.name for g in stored_pod(apiserver, "p").spec.scheduling_gates] == ["example.com/other"])
     patches = apiserver.requests_matching("PATCH", "/api/v1/namespaces/default/pods/p")
     assert len(patches) == 2, "the first patch's test op failed (422), the retry used the fresh gates"
 
 
 def test_removing_the_last_gate_drops_the_key(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("p").gate(GATE).json())
-    cluster.remove_scheduling_gate(pod(apiserver, "p"), GATE)
+    cluster.remove_scheduling_gate(stored_pod(apiserver, "p"), GATE)
     wait_for(lambda: "schedulingGates" not in (apiserver.get("pods", "p", "default") or {"spec": {}})["spec"])
 
 
 def test_delete_spares_a_replacement_with_the_same_name(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("victim").on("n0").json())
-    old = pod(apiserver, "victim")
+    old = stored_pod(apiserver, "victim")
     apiserver.delete("pods", "victim", "default")
     apiserver.create(make_pod("victim").on("n0").json())
     cluster.delete_pod(old, None)
     wait_for(lambda: apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim"))
     cluster.stop()
-    assert pod(apiserver, "victim").metadata.uid != old.metadata.uid
-    assert pod(apiserver, "victim").metadata.deletion_timestamp is None
+    assert stored_pod(apiserver, "victim").metadata.uid != old.metadata.uid
+    assert stored_pod(apiserver, "victim").metadata.deletion_timestamp is None
 
 
 def test_delete_uses_the_grace_period_and_tolerates_gone(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.hold_terminating = True
     apiserver.create(make_pod("victim").on("n0").grace(7).json())
-    victim = pod(apiserver, "victim")
+    victim = stored_pod(apiserver, "victim")
     wait_for(lambda: "default/victim" in cluster.objects().pods)
     cluster.delete_pod(victim, None)
     assert cluster.objects().pods["default/victim"].metadata.deletion_timestamp is not None, "shown at once"
-    wait_for(lambda: pod(apiserver, "victim").metadata.deletion_grace_period_seconds == 7)
+    wait_for(lambda: stored_pod(apiserver, "victim").metadata.deletion_grace_period_seconds == 7)
     apiserver.finish_terminating()
     cluster.delete_pod(victim, None)
     wait_for(lambda: len(apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim")) == 2)
@@ -84,14 +78,14 @@ def test_delete_uses_the_grace_period_and_tolerates_gone(apiserver: ApiServer, c
 def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("p").json())
     condition = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
-    cluster.set_pod_condition(pod(apiserver, "p"), condition)
-    cluster.set_pod_condition(pod(apiserver, "p"), condition)
-    wait_for(lambda: pod(apiserver, "p").condition("PodScheduled"))
-    cluster.set_pod_condition(pod(apiserver, "p"), condition)
+    cluster.set_pod_condition(stored_pod(apiserver, "p"), condition)
+    cluster.set_pod_condition(stored_pod(apiserver, "p"), condition)
+    wait_for(lambda: stored_pod(apiserver, "p").condition("PodScheduled"))
+    cluster.set_pod_condition(stored_pod(apiserver, "p"), condition)
     wait_for(lambda: "default/p" in cluster.objects().pods)
     cluster.stop()
     assert len(apiserver.requests_matching("PATCH", "/api/v1/namespaces/default/pods/p/status")) == 1
-    written = pod(apiserver, "p").condition("PodScheduled")
+    written = stored_pod(apiserver, "p").condition("PodScheduled")
     assert written is not None
     assert (written.reason, written.message) == ("Unschedulable", "0/1 nodes fit")
 
@@ -99,11 +93,11 @@ def test_pod_condition_is_written_once(apiserver: ApiServer, cluster: KubeCluste
 def test_nomination_is_set_and_cleared(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_pod("p").json())
     wait_for(lambda: "default/p" in cluster.objects().pods)
-    cluster.set_nominated_node(pod(apiserver, "p"), "n0")
+    cluster.set_nominated_node(stored_pod(apiserver, "p"), "n0")
     assert cluster.objects().pods["default/p"].status.nominated_node_name == "n0", "shown at once"
-    wait_for(lambda: pod(apiserver, "p").status.nominated_node_name == "n0")
-    cluster.set_nominated_node(pod(apiserver, "p"), None)
-    wait_for(lambda: pod(apiserver, "p").status.nominated_node_name is None)
+    wait_for(lambda: stored_pod(apiserver, "p").status.nominated_node_name == "n0")
+    cluster.set_nominated_node(stored_pod(apiserver, "p"), None)
+    wait_for(lambda: stored_pod(apiserver, "p").status.nominated_node_name is None)
 
 
 def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiServer, cluster: KubeCluster) -> None:
@@ -134,7 +128,7 @@ def test_binding_a_pod_bound_elsewhere_assumes_where_it_went(apiserver: ApiServe
     apiserver.create(make_node("n1").cap(cpu="8", memory="8Gi").json())
     apiserver.create(make_pod("p").json())
     wait_for(lambda: "default/p" in cluster.objects().pods)
-    unbound = pod(apiserver, "p")
+    unbound = stored_pod(apiserver, "p")
     blind = apiserver.fail("GET", "/api/v1/pods", 500, times=10_000)
     apiserver.restart(compact=False)
     raw = apiserver.get("pods", "p", "default")
@@ -152,10 +146,10 @@ def test_writes_are_refused_without_the_lease(apiserver: ApiServer, kubeconfig: 
     apiserver.create(make_pod("p").json())
     kube = KubeCluster(api_client_from(kubeconfig), may_write=lambda: False)
     with pytest.raises(NotLeader):
-        kube.bind(pod(apiserver, "p"), "n0")
+        kube.bind(stored_pod(apiserver, "p"), "n0")
     with pytest.raises(NotLeader):
-        kube.delete_pod(pod(apiserver, "p"), 0)
-    kube.record_event(pod(apiserver, "p"), "Normal", "Scheduled", "x")
+        kube.delete_pod(stored_pod(apiserver, "p"), 0)
+    kube.record_event(stored_pod(apiserver, "p"), "Normal", "Scheduled", "x")
     assert not [r for r in apiserver.requests if r.method != "GET"]
 
 
@@ -165,7 +159,7 @@ def test_victim_is_not_deleted_when_its_disruption_condition_is_refused(
     apiserver.create(make_pod("victim").on("n0").json())
     wait_for(lambda: "default/victim" in cluster.objects().pods)
     refused = apiserver.fail("PATCH", "/api/v1/namespaces/default/pods/victim/status", 422, times=10_000)
-    victim = pod(apiserver, "victim")
+    victim = stored_pod(apiserver, "victim")
     target = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="x")
     cluster.changed.clear()
     cluster.set_pod_condition(victim, target)
@@ -174,7 +168,7 @@ def test_victim_is_not_deleted_when_its_disruption_condition_is_refused(
     wait_for(lambda: cluster.objects().pods["default/victim"].metadata.deletion_timestamp is None)
     refused.remaining = 0
     assert not apiserver.requests_matching("DELETE", "/api/v1/namespaces/default/pods/victim")
-    assert pod(apiserver, "victim").metadata.deletion_timestamp is None
+    assert stored_pod(apiserver, "victim").metadata.deletion_timestamp is None
 
 
 def test_an_unschedulable_condition_queued_before_the_binding_is_not_written(
@@ -188,13 +182,13 @@ def test_an_unschedulable_condition_queued_before_the_binding_is_not_written(
     wait_for(lambda: {"default/busy", "default/p"} <= set(cluster.objects().pods))
     apiserver.hang("PATCH", "/api/v1/namespaces/default/pods/busy/status", seconds=1.5, times=1)
     unschedulable = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
-    cluster.set_pod_condition(pod(apiserver, "busy"), unschedulable)
-    cluster.set_pod_condition(pod(apiserver, "p"), unschedulable)
-    cluster.bind(pod(apiserver, "p"), "n0")
-    wait_for(lambda: pod(apiserver, "p").spec.node_name == "n0")
-    wait_for(lambda: pod(apiserver, "busy").condition("PodScheduled") is not None, timeout=10)
+    cluster.set_pod_condition(stored_pod(apiserver, "busy"), unschedulable)
+    cluster.set_pod_condition(stored_pod(apiserver, "p"), unschedulable)
+    cluster.bind(stored_pod(apiserver, "p"), "n0")
+    wait_for(lambda: stored_pod(apiserver, "p").spec.node_name == "n0")
+    wait_for(lambda: stored_pod(apiserver, "busy").condition("PodScheduled") is not None, timeout=10)
     cluster.stop()
-    scheduled = pod(apiserver, "p").condition("PodScheduled")
+    scheduled = stored_pod(apiserver, "p").condition("PodScheduled")
     assert scheduled is not None
     assert scheduled.status == "True"
     events = apiserver.list("events", "default", group="events.k8s.io")
