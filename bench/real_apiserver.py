@@ -886,6 +886,9 @@ def main() -> int:
         return 2
     workloads = args.workloads.split(",")
     if args.py_spy is not None:
+        if not (ROOT / ".venv" / "bin" / "py-spy").exists():
+            print("--py-spy: py-spy is not installed: .venv/bin/pip install py-spy", file=sys.stderr)
+            return 2
         args.py_spy.mkdir(parents=True, exist_ok=True)
         SchedulerRun.profile_dir = args.py_spy
     wanted = set(args.schedulers.split(","))
