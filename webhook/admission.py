@@ -1,7 +1,8 @@
 """The one entry to the admission rules, shared by the webhook and `phalanx simulate`.
 
 `mutate` and `validate` dispatch on the kind the way the apiserver calls the two webhooks; `admit` runs
-both on a new object, as a CREATE would, so the simulator refuses exactly what a cluster would.
+both on a new object, as a CREATE would, so the simulator refuses exactly what a cluster would. `warn`
+gives the validating webhook's warnings: what is admitted but will not work as written yet.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from webhook.rules.lookups import Lookups
 from webhook.rules.pod import DEFAULT_SETTINGS, PodSettings, default_pod, validate_pod_create, validate_pod_update
 from webhook.rules.pod_group import default_pod_group, validate_pod_group_create, validate_pod_group_update
 from webhook.rules.priority_class import validate_priority_class_create, validate_priority_class_update
-from webhook.rules.queue import validate_queue_create, validate_queue_update
+from webhook.rules.queue import queue_warnings, validate_queue_create, validate_queue_update
 from webhook.rules.workload import default_workload, validate_workload_create, validate_workload_update
 
 T = TypeVar("T")
@@ -66,6 +67,11 @@ def kind_of(api_version: str, kind: str) -> Kind | None:
     return KINDS.get((group, version, kind))
 
 
+Warner = Callable[[dict[str, Any], Lookups], list[str]]
+
+WARNERS: dict[Kind, Warner] = {Kind.QUEUE: queue_warnings}
+
+
 @dataclass(frozen=True, slots=True)
 class Admitted(Generic[T]):
     object: T
@@ -101,6 +107,12 @@ def validate(
     return []
 
 
+def warn(kind: Kind | None, operation: str, obj: dict[str, Any], lookups: Lookups) -> list[str]:
+    """Warnings for an admitted CREATE or UPDATE, shown by kubectl as `Warning: ...`."""
+    warner = WARNERS.get(kind) if kind is not None and operation in ("CREATE", "UPDATE") else None
+    return warner(obj, lookups) if warner is not None else []
+
+
 @overload
 def admit(obj: M, lookups: Lookups, settings: PodSettings = ...) -> Admitted[M]: ...
 
@@ -126,6 +138,7 @@ def admit(obj: ApiModel | dict[str, Any], lookups: Lookups, settings: PodSetting
     errors = validate(kind, "CREATE", defaulted.object, None, lookups)
     if errors:
         raise Denied(errors)
+    warnings = (*defaulted.warnings, *warn(kind, "CREATE", defaulted.object, lookups))
     if isinstance(obj, ApiModel):
-        return Admitted(type(obj).model_validate(defaulted.object), defaulted.warnings)
-    return Admitted(defaulted.object, defaulted.warnings)
+        return Admitted(type(obj).model_validate(defaulted.object), warnings)
+    return Admitted(defaulted.object, warnings)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import jsonpatch
 import structlog
 
-from webhook.admission import Kind, kind_of, mutate, validate
+from webhook.admission import Kind, kind_of, mutate, validate, warn
 from webhook.errors import BadRequest, Denied, LookupFailed
 from webhook.rules.lookups import Lookups
 from webhook.rules.pod import PodSettings
@@ -153,7 +153,11 @@ def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, setti
     errors = validate(kind, operation, obj, old if isinstance(old, dict) else None, lookups)
     if errors:
         raise Denied(errors)
-    return {"uid": uid, "allowed": True}
+    response = {"uid": uid, "allowed": True}
+    warnings = warn(kind, operation, obj, lookups)
+    if warnings:
+        response["warnings"] = warnings
+    return response
 
 
 def handle(endpoint: Endpoint, body: bytes, lookups: Lookups, settings: PodSettings) -> Reply:

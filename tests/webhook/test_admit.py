@@ -87,6 +87,15 @@ def test_queue_cycle_through_existing_queues_is_denied() -> None:
         admit(Queue.model_validate({**make_queue("root").json(), "spec": {"parentQueue": "a"}}), known)
 
 
+def test_queue_applied_before_its_parent_is_admitted_with_a_warning() -> None:
+    admitted = admit(make_queue("team").parent("org").obj(), lookups())
+    assert admitted.warnings == (
+        'spec.parentQueue: Queue "org" was not found; until it exists, min-runtime durations are not inherited'
+        " from above queue team",
+    )
+    assert admit(make_queue("team").parent("org").obj(), lookups(make_queue("org").obj())).warnings == ()
+
+
 def test_kinds_without_rules_pass_unchanged() -> None:
     node = make_node("n1").obj()
     assert admit(node, lookups()).object == node

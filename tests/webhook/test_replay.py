@@ -202,6 +202,19 @@ def test_priority_mismatch_with_group_is_a_warning(webhook: Webhook) -> None:
     ]
 
 
+def test_queue_whose_parent_does_not_exist_yet_is_admitted_with_a_warning(webhook: Webhook) -> None:
+    """`kubectl apply -f dir/` or a GitOps sync may create a child queue before its parent."""
+    review = fixture("admission/phalanx-queue-create-validating.json")
+    spec(review["request"])["parentQueue"] = "ghost"
+    _, body = webhook.post("validate", review)
+    assert body["response"]["allowed"] is True
+    name = review["request"]["object"]["metadata"]["name"]
+    assert body["response"]["warnings"] == [
+        f'spec.parentQueue: Queue "ghost" was not found; until it exists, min-runtime durations are not inherited'
+        f" from above queue {name}"
+    ]
+
+
 VALIDATE_CASES = [
     # allowed, as recorded
     *(
@@ -419,12 +432,6 @@ VALIDATE_CASES = [
         set_spec(reclaimMinRuntime="-5m"),
         'spec.reclaimMinRuntime: Invalid value: "-5m": must not be negative',
         id="queue durations cannot be negative",
-    ),
-    pytest.param(
-        "phalanx-queue-create-validating.json",
-        set_spec(parentQueue="ghost"),
-        'spec.parentQueue: Not found: "ghost": no Queue with name ghost was found',
-        id="queue parent must exist",
     ),
     pytest.param(
         "phalanx-queue-create-validating.json",

@@ -1,7 +1,9 @@
-"""Queues: min-runtime durations parse and are not negative; the parent exists; the tree has no cycle.
+"""Queues: min-runtime durations parse and are not negative; the tree has no cycle; a missing parent is a warning.
 
 Source: KAI-Scheduler min-runtime (`pkg/scheduler/plugins/minruntime`), whose resolver walks parents and
-would loop on a cycle; refusing the cycle here keeps the walk finite.
+would loop on a cycle; refusing the cycle here keeps the walk finite. Divergence: a parent that does not
+exist (yet) is admitted with a warning, so a tree applied in any order (`kubectl apply -f dir/`, a GitOps
+sync) is never refused; until the parent exists, the scheduler's walk stops at this queue and says so.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from scheduler.api.duration import DurationError, parse_duration
 from scheduler.api.queue import Queue
-from webhook.field import ROOT, FieldError, invalid, not_found
+from webhook.field import ROOT, FieldError, invalid
 from webhook.rules.decode import decode
 from webhook.rules.lookups import Lookups
 
@@ -50,9 +52,7 @@ def _parent_errors(queue: Queue, lookups: Lookups) -> list[FieldError]:
             return []  # an existing cycle above us that does not involve this queue
         found = lookups.queue(current)
         if found is None:
-            if current == parent:
-                return [not_found(PARENT, parent, f"no Queue with name {parent} was found")]
-            return []
+            return []  # a missing parent is a warning (`queue_warnings`); above it, nothing can loop back
         chain.append(current)
         current = found.spec.parent_queue
     return []
@@ -65,3 +65,14 @@ def validate_queue_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldEr
 
 def validate_queue_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
     return validate_queue_create(obj, lookups)
+
+
+def queue_warnings(obj: dict[str, Any], lookups: Lookups) -> list[str]:
+    queue = decode(Queue, obj)
+    parent = queue.spec.parent_queue
+    if not parent or lookups.queue(parent) is not None:
+        return []
+    return [
+        f'{PARENT}: Queue "{parent}" was not found; until it exists, min-runtime durations are not inherited '
+        f"from above queue {queue.metadata.name}"
+    ]
