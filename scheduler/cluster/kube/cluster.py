@@ -769,12 +769,11 @@ class KubeCluster:
         write is dropped or the Binding waits for it.
         """
         self._hold.wait()
+        cached = self.pods.get(key)  # read before taking our lock: the informer calls back into it
         with self._lock:
             pod, condition = self._scheduled_conditions.pop(key)
-        if condition.status == "False" and self._bound(key):
-            return
-        with self._lock:
-            if condition.status == "False" and key in self._assumed:
+            seen = (cached, self._pod_overlay.get(key))
+            if condition.status == "False" and (key in self._assumed or any(p and p.spec.node_name for p in seen)):
                 return
             written = self._condition_writes[key] = threading.Event()
         try:
@@ -783,12 +782,6 @@ class KubeCluster:
             with self._lock:
                 del self._condition_writes[key]
             written.set()
-
-    def _bound(self, key: str) -> bool:
-        with self._lock:
-            written = self._pod_overlay.get(key)
-        cached = self.pods.get(key)
-        return any(p is not None and p.spec.node_name for p in (written, cached))
 
     def _write_pod_condition_quietly(self, pod: Pod, condition: Condition) -> None:
         try:
