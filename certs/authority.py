@@ -25,7 +25,8 @@ KeyType = Literal["ecdsa", "rsa"]
 KEY_TYPES: tuple[KeyType, ...] = ("ecdsa", "rsa")
 
 # Backdating absorbs clock skew between the issuing replica and the apiserver.
-_BACKDATE = dt.timedelta(minutes=5)
+BACKDATE = dt.timedelta(minutes=5)
+"""notBefore lies this far before issue, for clocks behind ours; the lifetime asked for starts at issue."""
 
 _PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
@@ -62,14 +63,14 @@ def generate_ca(
     common_name: str = "phalanx-ca",
     *,
     key_type: KeyType = "ecdsa",
-    days: int = 3650,
+    days: float = 3650,
     now: dt.datetime | None = None,
 ) -> KeyPair:
     """Create a self-signed CA that can sign leaf certificates only (pathlen 0)."""
     _check_days(days)
     key = _new_key(key_type)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    not_before = _now(now) - _BACKDATE
+    not_before = _now(now) - BACKDATE
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
         x509.CertificateBuilder()
@@ -78,7 +79,7 @@ def generate_ca(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(not_before)
-        .not_valid_after(not_before + _BACKDATE + dt.timedelta(days=days))
+        .not_valid_after(not_before + BACKDATE + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(signs_certificates=True, key_encipherment=False), critical=True)
         .add_extension(ski, critical=False)
@@ -95,7 +96,7 @@ def issue_serving_certificate(
     *,
     extra_sans: Sequence[str] = (),
     key_type: KeyType = "ecdsa",
-    days: int = 365,
+    days: float = 365,
     now: dt.datetime | None = None,
 ) -> KeyPair:
     """Sign a TLS server certificate for the Service; IP strings in `extra_sans` become IP SANs.
@@ -119,8 +120,8 @@ def issue_serving_certificate(
         except ValueError:
             if extra not in dns_names:
                 sans.append(x509.DNSName(extra))
-    not_before = _now(now) - _BACKDATE
-    not_after = min(not_before + _BACKDATE + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
+    not_before = _now(now) - BACKDATE
+    not_after = min(not_before + BACKDATE + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")]))
@@ -171,9 +172,13 @@ def _key_pem(key: _PrivateKey) -> bytes:
     )
 
 
-def _check_days(days: int) -> None:
-    if days < 1:
-        raise ValueError(f"days: Invalid value: {days}: must be at least 1")
+MIN_DAYS = 1 / (24 * 60)
+"""A minute: fractions of a day are allowed (a short validity tries rotation out), nothing shorter."""
+
+
+def _check_days(days: float) -> None:
+    if not days >= MIN_DAYS:
+        raise ValueError(f"days: Invalid value: {days:g}: must be at least {MIN_DAYS:g} (one minute)")
 
 
 def _now(now: dt.datetime | None) -> dt.datetime:

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from kubernetes import client
@@ -58,10 +58,12 @@ class RotationSettings:
     cert_file: Path
     key_file: Path
     key_type: KeyType = "ecdsa"
-    ca_days: int = 3650
-    days: int = 365
+    ca_days: float = 3650
+    days: float = 365
     resync: dt.timedelta = dt.timedelta(minutes=1)
     extra_sans: tuple[str, ...] = ()
+    owner: dict[str, Any] | None = None
+    """`ownerReferences` entry for the Secret (this pod's ServiceAccount): removed with it at uninstall."""
 
     def __post_init__(self) -> None:
         # the files are swapped together through one `..data` link in their shared directory
@@ -69,6 +71,11 @@ class RotationSettings:
             raise ValueError(
                 f"key_file: Invalid value: {str(self.key_file)!r}: must be in the directory of cert_file "
                 f"({self.cert_file.parent})"
+            )
+        if dt.timedelta(days=self.ca_days) < 6 * self.resync:
+            raise ValueError(
+                f"ca_days: Invalid value: {self.ca_days:g}: must last at least 6 resync periods "
+                f"({6 * self.resync.total_seconds():g} s): a CA rotation takes 4"
             )
 
     @property
@@ -107,11 +114,15 @@ def settings_from_env(environ: Mapping[str, str], *, cert_file: Path, key_file: 
             raise ValueError(f"{ENV_PREFIX}{name}: Required value: needed when {ENV_PREFIX}MODE is self-managed")
         return value
 
-    def number(name: str, default: int) -> int:
+    def number(name: str, default: float) -> float:
         raw = environ.get(ENV_PREFIX + name, str(default))
-        if not raw.isdigit() or int(raw) < 1:
-            raise ValueError(f"{ENV_PREFIX}{name}: Invalid value: {raw!r}: must be a positive integer")
-        return int(raw)
+        try:
+            value = float(raw)
+        except ValueError:
+            value = 0.0
+        if not value > 0:
+            raise ValueError(f"{ENV_PREFIX}{name}: Invalid value: {raw!r}: must be a positive number")
+        return value
 
     key_type = environ.get(f"{ENV_PREFIX}KEY_TYPE", "ecdsa")
     if key_type not in ("ecdsa", "rsa"):
@@ -302,6 +313,15 @@ def _secret_body(
         CERT_CHANGED_AT: state.cert_changed_at.isoformat(),
     }
     metadata.labels = {**(metadata.labels or {}), "app.kubernetes.io/managed-by": "phalanx-webhook"}
+    owners = list(metadata.owner_references or [])
+    if settings.owner is not None and not any(o.uid == settings.owner["uid"] for o in owners):
+        owner = settings.owner
+        owners.append(
+            client.V1OwnerReference(
+                api_version=owner["apiVersion"], kind=owner["kind"], name=owner["name"], uid=owner["uid"]
+            )
+        )
+    metadata.owner_references = owners or None
     return client.V1Secret(
         api_version="v1",
         kind="Secret",

@@ -5,7 +5,8 @@ without talking to each other: the Secret is the only state, and the first repli
 step wins (optimistic concurrency, see `certs/controller.py`).
 
 A certificate is renewed at 2/3 of its lifetime (what cert-manager does by default), leaving a
-third of it to survive outages. Renewing the serving certificate keeps the CA, so `caBundle`
+third of it to survive outages, and at once when it lives longer than the policy now allows
+(`certificates.days` or `caDays` lowered in values). Renewing the serving certificate keeps the CA, so `caBundle`
 does not change. Renewing the CA is a three-step rotation, each step at least `grace` after the
 previous one, so that the apiserver never sees a certificate it cannot verify:
 
@@ -26,9 +27,11 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
-from certs.authority import KeyPair, KeyType, generate_ca, issue_serving_certificate, service_dns_names
+from certs.authority import BACKDATE, KeyPair, KeyType, generate_ca, issue_serving_certificate, service_dns_names
 
 RENEW_AT_FRACTION = 2 / 3
+LIFETIME_SLACK = dt.timedelta(minutes=1)
+"""How much longer than the policy a certificate may live before it counts as issued under an older, longer one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +41,8 @@ class CertificatePolicy:
     service: str
     namespace: str
     key_type: KeyType = "ecdsa"
-    ca_days: int = 3650
-    days: int = 365
+    ca_days: float = 3650
+    days: float = 365
     grace: dt.timedelta = dt.timedelta(minutes=2)
     extra_sans: tuple[str, ...] = ()
     """More names the certificate must carry: IPs or hosts of a `url:` webhook clientConfig (a webhook run
@@ -78,9 +81,18 @@ class Step:
     reason: str
 
 
+def lifetime(cert: x509.Certificate) -> dt.timedelta:
+    """From issue to expiry: our certificates' notBefore is backdated, which is not part of the lifetime."""
+    validity = cert.not_valid_after_utc - cert.not_valid_before_utc
+    return validity - BACKDATE if validity > 2 * BACKDATE else validity
+
+
 def renewal_due(cert: x509.Certificate) -> dt.datetime:
-    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
-    return cert.not_valid_before_utc + lifetime * RENEW_AT_FRACTION
+    return cert.not_valid_after_utc - lifetime(cert) * (1 - RENEW_AT_FRACTION)
+
+
+def outlives_policy(cert: x509.Certificate, days: float) -> bool:
+    return lifetime(cert) > dt.timedelta(days=days) + LIFETIME_SLACK
 
 
 def next_step(state: CertificateState | None, policy: CertificatePolicy, now: dt.datetime) -> Step | None:
@@ -94,7 +106,7 @@ def next_step(state: CertificateState | None, policy: CertificatePolicy, now: dt
     current_ca = cas[0]
     leaf = x509.load_pem_x509_certificate(state.cert_pem)
     leaf_from_current = _issued_by(leaf, current_ca)
-    if len(cas) == 1 and now >= renewal_due(current_ca):
+    if len(cas) == 1 and (now >= renewal_due(current_ca) or outlives_policy(current_ca, policy.ca_days)):
         new_ca = generate_ca(key_type=policy.key_type, days=policy.ca_days, now=now)
         bundle = new_ca.cert_pem + current_ca.public_bytes(_PEM)
         return Step(
@@ -103,7 +115,7 @@ def next_step(state: CertificateState | None, policy: CertificatePolicy, now: dt
         )
     if not leaf_from_current and now >= state.bundle_changed_at + policy.grace:
         return Step(_reissue(state, policy, now), "serving certificate re-issued by the new CA")
-    if leaf_from_current and now >= renewal_due(leaf):
+    if leaf_from_current and (now >= renewal_due(leaf) or outlives_policy(leaf, policy.days)):
         return Step(_reissue(state, policy, now), "serving certificate renewed")
     if len(cas) > 1 and leaf_from_current and now >= state.cert_changed_at + policy.grace:
         return Step(
@@ -123,6 +135,8 @@ def next_deadline(state: CertificateState, policy: CertificatePolicy) -> dt.date
     if not _issued_by(leaf, cas[0]):
         # mid-rotation: the leaf's own renewal waits for the new CA to be trusted
         return state.bundle_changed_at + policy.grace
+    if outlives_policy(leaf, policy.days) or (len(cas) == 1 and outlives_policy(cas[0], policy.ca_days)):
+        return state.cert_changed_at  # due now: a lifetime was lowered
     if len(cas) == 1:
         return min(renewal_due(leaf), renewal_due(cas[0]))
     return min(renewal_due(leaf), state.cert_changed_at + policy.grace)

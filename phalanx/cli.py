@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="phalanx", description="Workload-aware preemption for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"phalanx {importlib.metadata.version('phalanx')}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in args_list if not a.startswith("-")), None)
     for name, (module, summary) in COMMANDS.items():

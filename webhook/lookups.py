@@ -36,6 +36,9 @@ M = TypeVar("M", bound=ApiModel)
 _NATIVE_GROUP, _NATIVE_VERSION = NATIVE_API_VERSION.split("/")
 _VERSION = API_VERSION.split("/")[1]
 READ_TIMEOUT_SECONDS = 2.0
+ABSENT_RETRY_SECONDS = 60.0
+"""How often an informer asks again for a resource the server does not serve (a direct read that finds it
+served wakes it sooner)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,8 @@ class Informer:
         self.items: dict[tuple[str, str], ApiModel] = {}
         self.synced = threading.Event()
         self.absent = False
+        self.wake = threading.Event()
+        """Set when a direct read finds an absent resource served (or on stop): list again now."""
         self._stop = stop
         self._watch_seconds = watch_seconds
 
@@ -165,7 +170,8 @@ class Informer:
                     self.items, self.absent = {}, True
                     self.synced.set()
                     _say("info", "resource not served", resource=self.resource.name)
-                    self._stop.wait(60)
+                    self.wake.wait(ABSENT_RETRY_SECONDS)
+                    self.wake.clear()
                     continue
                 if err.status == 410:
                     _say("info", "watch expired", resource=self.resource.name)
@@ -181,7 +187,7 @@ class Informer:
     def get(self, namespace: str, name: str) -> ApiModel | None:
         """The cached object, else a direct read (None when the API says 404)."""
         found = self.items.get((namespace if self.resource.namespaced else "", name))
-        if found is not None or (self.absent and self.synced.is_set()):
+        if found is not None:
             return found
         r = self.resource
         try:
@@ -199,11 +205,17 @@ class Informer:
             raise LookupFailed(f"reading {r.plural} {namespace}/{name}: HTTP {err.status}") from None
         except Exception as err:
             raise LookupFailed(f"reading {r.plural} {namespace}/{name}: {type(err).__name__}") from None
+        self._served()
         parsed = self._parse(raw)
         return parsed[1] if parsed else None
 
+    def _served(self) -> None:
+        """A direct read succeeded: if the informer thinks the resource absent, it is served now."""
+        if self.absent:
+            self.wake.set()
+
     def values(self) -> list[ApiModel]:
-        if self.synced.is_set():
+        if self.synced.is_set() and not self.absent:
             return list(self.items.values())
         r = self.resource
         try:
@@ -213,8 +225,13 @@ class Informer:
                     r.group, r.version, r.plural, _request_timeout=READ_TIMEOUT_SECONDS
                 ),
             )
+        except ApiException as err:
+            if err.status == 404 and self.absent:
+                return []
+            raise LookupFailed(f"listing {r.plural}: HTTP {err.status}") from None
         except Exception as err:
             raise LookupFailed(f"listing {r.plural}: {type(err).__name__}") from None
+        self._served()
         return [parsed[1] for parsed in map(self._parse, listing.get("items") or []) if parsed]
 
 
@@ -244,6 +261,8 @@ class KubeLookups:
 
     def stop(self, timeout: float = 0.5) -> None:
         self._stop.set()
+        for informer in self.informers.values():
+            informer.wake.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))

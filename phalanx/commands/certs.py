@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="additional DNS name or IP address (repeatable), e.g. 127.0.0.1 for a local run",
     )
     parser.add_argument("--key-type", choices=KEY_TYPES, default="ecdsa", help="ECDSA P-256 or RSA 2048")
-    parser.add_argument("--ca-days", type=int, default=3650, help="CA lifetime in days (default %(default)s)")
-    parser.add_argument("--days", type=int, default=365, help="serving certificate lifetime in days")
+    parser.add_argument("--ca-days", type=float, default=3650, help="CA lifetime in days (default %(default)s)")
+    parser.add_argument("--days", type=float, default=365, help="serving certificate lifetime in days")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     uninstall = parser.add_argument_group("uninstall (the chart's pre-delete hook)")
     uninstall.add_argument(

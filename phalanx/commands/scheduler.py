@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from phalanx import logs
+from phalanx.service_account import owner_reference
 from scheduler.api.config import SchedulerConfiguration
 
 
@@ -85,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:
         return _fail(f"--kubeconfig: {err}")
     try:
-        process = SchedulerProcess(api, config, identity=args.identity, lease_namespace=args.lease_namespace)
+        process = SchedulerProcess(
+            api,
+            config,
+            identity=args.identity,
+            lease_namespace=args.lease_namespace,
+            lease_owner=None if args.kubeconfig else owner_reference(),
+        )
     except ValueError as err:
         return _fail(str(err))
     if args.metrics_bind:

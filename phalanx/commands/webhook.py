@@ -8,6 +8,7 @@ them renewed; gunicorn picks up new files on new connections.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import ssl
 import sys
@@ -45,8 +46,11 @@ def _start_certificate_controller(args: argparse.Namespace) -> CertificateContro
     )
     if settings is None:
         return None
+    from phalanx.service_account import owner_reference
     from webhook.lookups import api_client_from
 
+    if not args.kubeconfig:
+        settings = dataclasses.replace(settings, owner=owner_reference())
     controller = CertificateController(settings, api_client_from(args.kubeconfig))
     controller.start()
     return controller

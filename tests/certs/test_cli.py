@@ -53,5 +53,5 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.Captu
 
 def test_bad_lifetime_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--out-dir", str(tmp_path / "x"), "--days", "0"]) == 2
-    assert "days: Invalid value: 0: must be at least 1" in capsys.readouterr().err
+    assert "days: Invalid value: 0: must be at least 0.000694444 (one minute)" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

@@ -55,8 +55,8 @@ def test_serving_certificate_renews_at_two_thirds_of_its_lifetime(
     elapsed: dt.timedelta, want_reason: str | None
 ) -> None:
     state = _apply(None, T0).state
-    # certificates are backdated 5 minutes, so 2/3 of the lifetime falls slightly before T0 + 6 days
-    assert next_deadline(state, POLICY) == T0 - dt.timedelta(minutes=5) + dt.timedelta(days=9, minutes=5) * 2 / 3
+    # notBefore is backdated 5 minutes, which is not part of the lifetime: 2/3 of 9 days after issue
+    assert next_deadline(state, POLICY) == T0 + dt.timedelta(days=6)
 
     step = next_step(state, POLICY, T0 + elapsed)
 

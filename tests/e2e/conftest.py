@@ -18,6 +18,7 @@ import pytest
 from tests.chart.conftest import Helm, _extract_helm
 from tests.e2e.control_plane import ControlPlane, available
 from tests.e2e.objects import Pool
+from tests.e2e.runner import PodRunner
 from tests.e2e.stack import Stack
 
 HERE = Path(__file__).parent
@@ -35,6 +36,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: HERE in Path(str(item.fspath)).parents and Path(str(item.fspath)).name == LAST)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The lifecycle suite's timings (install, failover, rotation, upgrade, uninstall), for the run's log."""
+    from tests.e2e.test_lifecycle import TIMINGS
+
+    if TIMINGS:
+        terminalreporter.section("Phalanx installed with helm: seconds per step")
+        for step, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{step:<48} {seconds:7.1f}")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skipped from here, not from a fixture, so pytest reports one line for the whole suite."""
     if HERE in Path(str(item.fspath)).parents and not available():
@@ -46,6 +57,24 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     plane = ControlPlane(tmp_path_factory.mktemp("kube")).start()
     yield plane
     plane.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A second control plane, where Phalanx is installed as a user installs it (`helm install`): one node run
+    by the pod runner, kube-scheduler for the chart's own pods, and webhooks called at their Service's
+    endpoints. Its own, because the chart's webhooks act cluster-wide beside the `stack`'s."""
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), kube_scheduler=True, aggregator_routing=True).start()
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def runner(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodRunner]:
+    """The node `runner-0` of `cluster`: pods bound to it run as processes (tokens refreshed every 10 s)."""
+    node = PodRunner(cluster, "runner-0", tmp_path_factory.mktemp("runner"), token_refresh_seconds=10).start()
+    yield node
+    node.stop()
 
 
 @pytest.fixture(scope="session")

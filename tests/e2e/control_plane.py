@@ -107,6 +107,35 @@ class Api:
     def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json") -> Response:
         return self.request("PATCH", path, body, content_type)
 
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[Json]:
+        """Watch events (`{"type", "object"}`) of a collection from `resource_version`, until the server ends it."""
+        separator = "&" if "?" in path else "?"
+        query = urllib.parse.urlencode(
+            {
+                "watch": "1",
+                "allowWatchBookmarks": "true",
+                "resourceVersion": resource_version,
+                "timeoutSeconds": str(timeout_seconds),
+            }
+        )
+        reply = self._pool.request(
+            "GET",
+            f"{self.url}{path}{separator}{query}",
+            headers=self._headers,
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 10),
+        )
+        try:
+            if reply.status != 200:
+                raise RuntimeError(f"watch {path}: {reply.status} {reply.data.decode(errors='replace')[:300]}")
+            pending = b""
+            for chunk in reply.stream(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                yield from (json.loads(line) for line in lines if line.strip())
+        finally:
+            reply.release_conn()
+
     def delete(self, path: str, grace_period_seconds: int | None = None, uid: str | None = None) -> Response:
         options: Json = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_period_seconds is not None:
@@ -161,23 +190,31 @@ def object_path(obj: Json) -> str:
 
 
 class ControlPlane:
-    """One started `up.sh` folder: its settings, clients for admin and user, and the audit log."""
+    """One started `up.sh` folder: its settings, clients for admin and user, and the audit log.
 
-    def __init__(self, directory: Path) -> None:
+    `kube_scheduler` also starts kube-scheduler (for pods of the default scheduler, such as the chart's own);
+    `aggregator_routing` makes the API server call webhooks at their Service's endpoints, as in a cluster
+    whose API server cannot reach Service IPs.
+    """
+
+    def __init__(self, directory: Path, kube_scheduler: bool = False, aggregator_routing: bool = False) -> None:
         self.dir = directory
         self.env: dict[str, str] = {}
+        self.kube_scheduler = kube_scheduler
+        self.aggregator_routing = aggregator_routing
 
     def start(self) -> ControlPlane:
         policy = self.dir / "audit-policy.yaml"
         self.dir.mkdir(parents=True, exist_ok=True)
         policy.write_text(AUDIT_POLICY)
         args = f"--audit-policy-file={policy} --audit-log-path={self.audit_log} --audit-log-maxsize=200"
+        if self.aggregator_routing:
+            args += " --enable-aggregator-routing=true"
+        env = {**os.environ, "KUBE_OWNER_PID": str(os.getpid()), "KUBE_APISERVER_ARGS": args}
+        if self.kube_scheduler:
+            env["KUBE_SCHEDULER"] = "1"
         done = subprocess.run(
-            [str(KUBE / "up.sh"), str(self.dir)],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "KUBE_OWNER_PID": str(os.getpid()), "KUBE_APISERVER_ARGS": args},
-            check=False,
+            [str(KUBE / "up.sh"), str(self.dir)], capture_output=True, text=True, env=env, check=False
         )
         if done.returncode != 0:
             raise RuntimeError(f"../shared/kube/up.sh failed ({done.returncode}): {done.stderr[-2000:]}")

@@ -114,8 +114,37 @@ def test_a_resource_the_cluster_does_not_serve_counts_as_synced_and_empty(tmp_pa
     cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
     try:
         assert cache.wait_synced(timeout=10)
-        api.apply(fixture("objects/workload.json"))
         assert cache.workload("scheduling.k8s.io/v1alpha2", "ml-team", "training") is None
+    finally:
+        cache.stop()
+        api.stop()
+
+
+def test_a_resource_served_after_the_start_is_seen_by_the_next_lookup(tmp_path: Path) -> None:
+    """CRDs applied after the webhook started (`helm install --skip-crds`, a GitOps sync in any order):
+    the next admission reads the object directly, and the informer lists the resource at once."""
+    api = ApiServer().start()
+    api.fail("GET", "/apis/scheduling.k8s.io/v1alpha2/workloads", 404, times=1000)
+    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
+    try:
+        assert cache.wait_synced(timeout=10)
+        api.faults.clear()  # the CRD is established
+        api.apply(fixture("objects/workload.json"))
+        found = cache.workload("scheduling.k8s.io/v1alpha2", "ml-team", "training")
+        assert found is not None and found.metadata.name == "training"
+        # From now on only the informer can answer: woken by that read, it lists at once (not a minute later).
+        api.fail("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml-team/workloads/training", 500, times=1000)
+
+        def cached() -> bool:
+            try:
+                return cache.workload("scheduling.k8s.io/v1alpha2", "ml-team", "training") is not None
+            except LookupFailed:
+                return False
+
+        deadline = time.monotonic() + 5
+        while not cached() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cached()
     finally:
         cache.stop()
         api.stop()

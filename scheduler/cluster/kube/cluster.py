@@ -295,7 +295,7 @@ class KubeCluster:
         def custom_list(plural: str) -> Callable[..., Any]:
             return lambda **kw: self.custom.list_cluster_custom_object(GROUP, VERSION, plural, **kw)
 
-        def informer(kind: str, call: Callable[..., Any], model: type[Any]) -> Informer[Any]:
+        def informer(kind: str, call: Callable[..., Any], model: type[Any], optional: bool = False) -> Informer[Any]:
             return Informer(
                 kind,
                 call,
@@ -304,6 +304,7 @@ class KubeCluster:
                 watch_timeout_seconds=watch_timeout_seconds,
                 request_timeout_seconds=request_timeout_seconds,
                 on_relist=on_relist,
+                optional=optional,
             )
 
         self.pods: Informer[Pod] = informer("pods", self.core.list_pod_for_all_namespaces, Pod)
@@ -314,9 +315,10 @@ class KubeCluster:
         self.pdbs: Informer[PodDisruptionBudget] = informer(
             "poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces, PodDisruptionBudget
         )
-        self.pod_groups: Informer[PodGroup] = informer("podgroups", custom_list("podgroups"), PodGroup)
-        self.workloads: Informer[Workload] = informer("workloads", custom_list("workloads"), Workload)
-        self.queues: Informer[Queue] = informer("queues", custom_list("queues"), Queue)
+        # Our CRDs may be applied after the scheduler starts: until then, empty.
+        self.pod_groups: Informer[PodGroup] = informer("podgroups", custom_list("podgroups"), PodGroup, True)
+        self.workloads: Informer[Workload] = informer("workloads", custom_list("workloads"), Workload, True)
+        self.queues: Informer[Queue] = informer("queues", custom_list("queues"), Queue, True)
         self.native_pod_groups: Informer[PodGroup] | None = None
         if serves(api, NATIVE_API_VERSION, "podgroups"):
             group, version = NATIVE_API_VERSION.split("/")

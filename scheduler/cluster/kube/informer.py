@@ -12,6 +12,10 @@ and to keep in memory. The cache is read-only to the scheduler (every write is a
 a few fields), so nothing is lost by not keeping them. Each applied event calls
 `on_change(kind, old, new)` with the cached object before and after it (None when absent; both None
 after a relist), so the owner can tell an echo of its own write from a change it must act on.
+
+An `optional` resource (our CRDs) that the server does not serve yet counts as synced and empty, and is
+listed again every `ABSENT_RETRY_SECONDS`: the scheduler runs (and schedules lone pods) before the CRDs
+are applied, as after `helm install --skip-crds` or a GitOps sync in any order, and sees them soon after.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ log = structlog.get_logger(__name__)
 
 M = TypeVar("M", bound=ApiModel)
 ListCall = Callable[..., Any]
+ABSENT_RETRY_SECONDS = 2.0
 
 
 class Expired(Exception):
@@ -71,8 +76,10 @@ class Informer(Generic[M]):
         watch_timeout_seconds: int = 300,
         request_timeout_seconds: float = 30.0,
         on_relist: Callable[[str], None] | None = None,
+        optional: bool = False,
     ) -> None:
         self.kind = kind
+        self.optional = optional
         self._list_call = list_call
         self._model = model
         self._on_change = on_change
@@ -110,8 +117,9 @@ class Informer(Generic[M]):
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                if not self.resource_version:
-                    self._relist()
+                if not self.resource_version and not self._relist_if_served():
+                    self._stop.wait(ABSENT_RETRY_SECONDS)
+                    continue
                 self._watch()
                 self.backoff.reset()
             except Expired:
@@ -137,6 +145,22 @@ class Informer(Generic[M]):
             where = ", ".join(".".join(map(str, e["loc"])) for e in err.errors()[:3])
             log.warning("object not understood, skipped", kind=self.kind, object=object_key(raw), fields=where)
             return None
+
+    def _relist_if_served(self) -> bool:
+        """Relist; False when an optional resource is not served (the cache is then empty and synced)."""
+        try:
+            self._relist()
+        except ApiException as exc:
+            if exc.status != 404 or not self.optional:
+                raise
+            with self._lock:
+                was_served, self._items = bool(self._items) or not self.synced.is_set(), {}
+            if was_served:
+                log.info("resource not served, empty until it is", kind=self.kind)
+                self.synced.set()
+                self._on_change(self.kind, None, None)
+            return False
+        return True
 
     def _relist(self) -> None:
         response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)

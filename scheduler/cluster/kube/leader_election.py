@@ -4,7 +4,8 @@ The holder renews every `retry_period`; a standby takes the Lease once it has se
 unchanged for `lease_duration` (measured on its own clock, so skew between replicas does not
 matter). `is_leader()` is checked before every write and turns false as soon as a renewal is
 `renew_deadline` overdue, before any standby may take over (renew_deadline < lease_duration): a
-replica that lost the Lease stops writing at once, even if its renew loop is stuck.
+replica that lost the Lease stops writing at once, even if its renew loop is stuck. With an `owner`
+(the pod's ServiceAccount) the Lease is garbage-collected with it at `helm uninstall`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_change: Callable[[bool], None] | None = None,
+        owner: dict[str, Any] | None = None,
     ) -> None:
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError(
@@ -54,6 +56,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.on_change = on_change
+        self.owner = owner
         self.became_leader = threading.Event()
         self._renewed_at: float | None = None
         self._observed: tuple[str, float] | None = None
@@ -123,7 +126,7 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace} | self._owned({}),
                 "spec": self._spec(0),
             }
             try:
@@ -156,6 +159,7 @@ class LeaderElector:
         else:
             new_spec = self._spec(transitions + 1)
         lease["spec"] = new_spec
+        lease["metadata"] |= self._owned(lease["metadata"])
         try:
             read_json(
                 self.coordination.replace_namespaced_lease(
@@ -169,6 +173,13 @@ class LeaderElector:
         if holder != self.identity:
             log.info("lease acquired", lease=f"{self.namespace}/{self.name}", identity=self.identity, previous=holder)
         return True
+
+    def _owned(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """`ownerReferences` with our owner added (a Lease made before the owner was known gets it on renewal)."""
+        references = list(metadata.get("ownerReferences") or [])
+        if self.owner is None or any(r.get("uid") == self.owner["uid"] for r in references):
+            return {"ownerReferences": references} if references else {}
+        return {"ownerReferences": [*references, self.owner]}
 
     def _release(self) -> None:
         try:
