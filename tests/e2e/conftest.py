@@ -20,6 +20,7 @@ from tests.e2e.control_plane import ControlPlane, available
 from tests.e2e.objects import Pool
 from tests.e2e.runner import PodRunner
 from tests.e2e.stack import Stack
+from tests.e2e.timings import TIMINGS
 
 HERE = Path(__file__).parent
 SKIP_REASON = (
@@ -38,8 +39,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The lifecycle suite's timings (install, failover, rotation, upgrade, uninstall), for the run's log."""
-    from tests.e2e.test_lifecycle import TIMINGS
-
     if TIMINGS:
         terminalreporter.section("Phalanx installed with helm: seconds per step")
         for step, seconds in TIMINGS.items():

@@ -24,10 +24,11 @@ import yaml
 from cryptography import x509
 
 from tests.chart.conftest import CHART, HELM_4, Helm, _extract_helm
-from tests.e2e.control_plane import Api, ControlPlane, Json, wait_for
+from tests.e2e.control_plane import ROOT, Api, ControlPlane, Json, wait_for
 from tests.e2e.objects import GATE, PHALANX, SCHEDULER_NAME, Pool
 from tests.e2e.runner import PodRunner
 from tests.e2e.stream import AdmissionStream
+from tests.e2e.timings import TIMINGS
 
 RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
@@ -40,8 +41,6 @@ LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/phalanx-sch
 TLS_SECRET = f"/api/v1/namespaces/{NAMESPACE}/secrets/phalanx-webhook-tls"
 PUBLISHED_IN_EVERY_NAMESPACE = ("default", "kube-root-ca.crt", "openshift-service-ca.crt")
 """The ServiceAccount and the CA ConfigMaps the controller manager makes in each namespace: not the release's."""
-TIMINGS: dict[str, float] = {}
-"""Seconds each step took, printed at the end of the run (`conftest.pytest_terminal_summary`)."""
 
 
 @dataclass(slots=True)
@@ -369,5 +368,19 @@ def test_6_uninstall_leaves_nothing_behind_and_pod_creation_works_at_once(releas
     except AssertionError:
         raise AssertionError(f"left 60 s after helm uninstall: {leftovers()}") from None
     TIMINGS["uninstall: until nothing is left"] = time.monotonic() - started
-    TIMINGS["reinstall to every pod Ready"] = release.install()
-    assert len(release.pods("webhook")) == 2
+
+
+def test_7_installed_again_by_a_user_holding_only_the_documented_rights(release: Release, workloads: Pool) -> None:
+    user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "user"}
+    for doc in yaml.safe_load_all((ROOT / "docs" / "install-rbac.yaml").read_text()):
+        if "subjects" in doc:
+            doc["subjects"] = [user]
+        release.api.apply(doc)
+    as_user = Helm(release.helm.binary, release.plane.user_kubeconfig)
+    TIMINGS["install again, as the unprivileged user"] = release.install(helm=as_user)
+    assert len(release.pods("webhook")) == 2 and len(release.pods("scheduler")) == 2, release.diagnose()
+    pool = workloads
+    made = pool.create(pool.pod_group("again", {"gang": {"minCount": 1}}))[0]
+    assert made["spec"]["disruptionMode"] == "Pod", "defaulted by the webhook of the new release"
+    pool.create(pool.pod("again-0", cpu="1", group="again", scheduler_name=None))
+    pool.wait_bound(["again-0"], timeout=60)
