@@ -9,7 +9,9 @@ plane, not one per worker.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,6 +73,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def runner(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodRunner]:
     """The node `runner-0` of `cluster`: pods bound to it run as processes (tokens refreshed every 10 s)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip(
+            "the pod runner needs root and iproute2 (network namespaces, veth links, mounts), as a kubelet does"
+        )
     node = PodRunner(cluster, "runner-0", tmp_path_factory.mktemp("runner"), token_refresh_seconds=10).start()
     yield node
     node.stop()

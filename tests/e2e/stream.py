@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tests.e2e.control_plane import Api
@@ -69,10 +70,11 @@ class AdmissionStream:
             self._thread.join(timeout=30)
         return self
 
-    def check(self, during: str) -> None:
-        """Fail with every refused creation; the stream must have run (at least 20 admissions)."""
-        assert not self.failures, f"{len(self.failures)} failed admissions during {during}:\n" + "\n".join(
-            self.failures[:20]
+    def check(self, during: str, diagnose: Callable[[], str] = str) -> None:
+        """Fail with every refused creation (and what `diagnose` finds); the stream must have run (20 admissions)."""
+        assert not self.failures, (
+            f"{len(self.failures)} failed admissions during {during}:\n" + "\n".join(self.failures[:20]) + "\n"
+            f"{diagnose()}"
         )
         assert self.created >= 20, f"only {self.created} pods created during {during}"
 

@@ -91,6 +91,17 @@ class Release:
             bundles |= {h["clientConfig"].get("caBundle", "") for h in found["webhooks"]}
         return bundles
 
+    def webhook_errors(self) -> str:
+        """Error lines of every webhook pod this runner ran, deleted ones included: why an admission failed."""
+        lines = []
+        for log in sorted(self.runner.state.glob("pods/*/webhook.log")):
+            lines += [
+                f"{log.parent.name[:8]}: {line[:600]}"
+                for line in log.read_text(errors="replace").splitlines()
+                if '"error"' in line or "Traceback" in line or "Error" in line
+            ]
+        return "\n".join(lines[-40:])
+
     def diagnose(self) -> str:
         """What a failed step needs: the release's pods and the tail of each container's log."""
         lines = []
@@ -247,7 +258,7 @@ def test_3_losing_a_webhook_pod_fails_no_admission(release: Release) -> None:
         time.sleep(2)
     finally:
         stream.stop()
-    stream.check("a webhook pod's loss")
+    stream.check("a webhook pod's loss", release.webhook_errors)
     stream.remove()
 
 
@@ -276,7 +287,7 @@ def test_4_a_forced_certificate_rotation_fails_no_admission(release: Release) ->
         time.sleep(2)
     finally:
         stream.stop()
-    stream.check("a CA rotation")
+    stream.check("a CA rotation", release.webhook_errors)
     stream.remove()
 
 
@@ -299,7 +310,7 @@ def test_5_an_upgrade_rolls_both_deployments_fails_no_admission_and_the_schedule
             time.sleep(2)
         finally:
             stream.stop()
-        stream.check("a rolling upgrade")
+        stream.check("a rolling upgrade", release.webhook_errors)
         stream.remove()
         new_pods = release.pods("scheduler") + release.pods("webhook")
         assert len(new_pods) == 4 and not old_pods & {p["metadata"]["name"] for p in new_pods}, "every pod replaced"
