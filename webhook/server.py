@@ -132,10 +132,16 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
 
 
 def serve(options: ServerOptions, app_factory: Callable[[], Flask], owned_dir: str | None = None) -> int:
-    """Run until SIGTERM/SIGINT, then remove `owned_dir` (the metrics dir we made); returns the exit status."""
+    """Run until SIGTERM/SIGINT, then remove `owned_dir` (the metrics dir we made); returns the exit status.
+
+    Workers are forks of this process and leave it through `sys.exit` too, so this `finally` also runs in
+    each worker that exits: only the master (the process that made the directory) may remove it, or the
+    other workers' next metric write fails and their review with it.
+    """
+    master = os.getpid()
     try:
         WebhookServer(options, app_factory).run()
     finally:
-        if owned_dir:
+        if owned_dir and os.getpid() == master:
             shutil.rmtree(owned_dir, ignore_errors=True)
     return 0

@@ -6,9 +6,11 @@ import contextlib
 import json
 import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from http.client import HTTPSConnection
@@ -19,7 +21,7 @@ from cryptography import x509
 
 from certs.authority import generate_ca, issue_serving_certificate
 from tests.apiserver.server import ApiServer
-from tests.webhook.harness import Webhook, fixture
+from tests.webhook.harness import Webhook, fixture, start_webhook
 
 REVIEW = fixture("admission/pod-create-mutating.json")
 UID = REVIEW["request"]["uid"]
@@ -198,3 +200,29 @@ def test_startup_problems_exit_2_with_one_line(
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith(want) and result.stderr.count("\n") == 1
+
+
+def test_a_worker_that_exits_leaves_the_metrics_of_the_others_in_place(cluster: ApiServer, tmp_path: Path) -> None:
+    """gunicorn workers are forks of the master: one that exits (SIGTERM, a restart) must not remove the
+    metrics directory every worker writes to. It did, and the next review in another worker that first used
+    a metric failed with HTTP 500 (seen when a webhook pod was deleted during a stream of admissions)."""
+    hook = start_webhook(tmp_path, cluster.kubeconfig(tmp_path / "kubeconfig"))
+    try:
+        workers = Path(f"/proc/{hook.process.pid}/task/{hook.process.pid}/children").read_text().split()
+        hook.post("validate", fixture("admission/pod-update-add-gate-422-mutating.json"))
+        # the directory the master made (in /tmp), where the workers' metric files are named with their pids
+        written = [f for w in workers for f in Path(tempfile.gettempdir()).glob(f"phalanx-webhook-metrics-*/*_{w}.db")]
+        metrics_dir = written[0].parent
+        os.kill(int(workers[0]), signal.SIGTERM)  # exits; the master starts another
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{workers[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert metrics_dir.is_dir(), "a worker's exit removed the shared metrics directory"
+        denied = fixture("admission/pod-update-add-gate-422-mutating.json")
+        for _ in range(4):
+            hook._conn = None  # new connections: every worker answers some
+            status, _ = hook.post("validate", denied)
+            assert status == 200
+    finally:
+        hook.stop()
