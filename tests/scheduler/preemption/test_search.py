@@ -28,6 +28,7 @@ class Case:
     want_spared: dict[str, SpareReason] = field(default_factory=dict)
     want_message: str = ""
     want_until: datetime | None = None
+    want_pdb_violations: int | None = None
 
 
 CASES = [
@@ -174,6 +175,42 @@ CASES = [
     pytest.param(
         Case(
             PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/a", "n0", 4000, 10)
+            .pod("ns/b", "n0", 2000, 30)
+            .pod("ns/c", "n0", 2000, 30)
+            .pod("ns/d", "n1", 1000, 50)
+            .pod("ns/e", "n1", 3000, 20)
+            .pod("ns/f", "n1", 4000, 30)
+            .pdb("ns/pdb", 0, ["ns/a", "ns/e"]),
+            [2000, 2000, 2000],
+            1000,
+            min_count=1,
+            want_victims=["ns/c", "ns/f"],
+            want_spared={"ns/a": SpareReason.PDB, "ns/e": SpareReason.PDB, "ns/b": SpareReason.REPRIEVED},
+            want_pdb_violations=0,
+        ),
+        id="issue 20: the PDB step comes before the binary search, so a PDB is kept at a higher bound",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .pod("ns/g", "n0", 1000, 50)
+            .pod("ns/h", "n0", 4000, 30)
+            .pod("ns/i", "n0", 1000, 20)
+            .pod("ns/j", "n0", 2000, 30),
+            [3000],
+            40,
+            want_victims=["ns/h"],
+            want_nominations={"default/preemptor": "n0"},
+        ),
+        id="issue 20: of two tied victims the one whose reprieval costs less is kept",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
             .node("n1", 4000)
             .pod("ns/a", "n1", 4000, 1)
             .protect("ns/a", Status(Code.UNSCHEDULABLE, ("ran 10s of 60s",), "MinRuntime", UNTIL)),
@@ -200,6 +237,8 @@ def test_search(case: Case) -> None:
     assert {s.key: s.reason for s in decision.spared if s.key in case.want_spared} == case.want_spared
     assert case.want_message in decision.message
     assert decision.until == case.want_until
+    if case.want_pdb_violations is not None:
+        assert decision.pdb_violations == case.want_pdb_violations, decision.explain(verbose=True)
 
 
 def test_reprieval_keeps_members_placed() -> None:
