@@ -211,6 +211,39 @@ CASES = [
     pytest.param(
         Case(
             PlainCluster()
+            .node("n0", 4000)
+            .node("n1", 8000)
+            .node("n2", 8000)
+            .group("ns/g", [("n1", 3000), ("n0", 2000)], 10)
+            .pod("ns/p0", "n0", 2000, 50)
+            .pod("ns/p1", "n2", 4000, 30)
+            .pod("ns/bound-0", "n1", 3000, 5000)
+            .pod("ns/bound-1", "n2", 3000, 5000)
+            .pdb("ns/pdb", 1, ["ns/g-1", "ns/p0"]),
+            [3000],
+            1000,
+            min_count=1,
+            want_victims=["ns/g"],
+            want_pdb_violations=0,
+        ),
+        id="a group's pod-by-pod plan wins where the cluster-wide PDB step spares a unit no PDB needed",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 2000)
+            .node("n1", 4000)
+            .group("ns/g", [("n0", 2000), ("n1", 2000)], 20)
+            .pod("ns/p", "n1", 2000, 10),
+            [2000, 2000],
+            1000,
+            want_victims=["ns/g"],
+        ),
+        id="a gang's KEP plan wins where the pod-by-pod plan would take a pod before the unit that makes room for both",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
             .node("n1", 4000)
             .pod("ns/a", "n1", 4000, 1)
             .protect("ns/a", Status(Code.UNSCHEDULABLE, ("ran 10s of 60s",), "MinRuntime", UNTIL)),
