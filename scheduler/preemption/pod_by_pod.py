@@ -1,20 +1,22 @@
-"""Pod by pod: where a pod group's members go once the binary search has fixed the bound, one at a time.
+"""Pod by pod: a pod group's members placed one at a time, each where its own victims cost least.
 
 kube-scheduler preempts for a basic group one pod at a time: `SelectVictimsOnNode` on every node, then
 `pickOneNodeForPreemption` (fewest PDB violations, lowest highest priority, smallest sum of priorities,
-fewest pods). Under the bound the KEP's binary search found, Phalanx places a group's members the same
-way: each on the node where the victims it needs, added to those already taken for earlier members,
-rank lowest. A node's second member pays for what its first left in place, and a unit taken for one
-member is gone for the next, so a `disruptionMode: PodGroup` unit taken on one node frees its pods'
-room on the others. Victims that make room for several members cost each of them a share: the sum of
-priorities and the pods are divided by the members that fit on the node once they are gone (a 4-CPU
-victim that fits two 2-CPU members costs each half of it, and beats a 2-CPU victim of the same
-priority that fits one; issue 20). On a node the victims are a greedy reprieval (PDB-violating units
-first, then most important first) in the cheapest order of its ties (`ties`).
+fewest pods). The search builds this plan for every pod group beside the KEP's cluster-wide one and
+keeps the cheaper (`search`). Each member goes on the node where the victims it needs, added to those
+already taken for earlier members, rank lowest. A node's second member pays for what its first left in
+place, and a unit taken for one member is gone for the next, so a `disruptionMode: PodGroup` unit taken
+on one node frees its pods' room on the others. Victims that make room for several members cost each a
+share: the sum of priorities and the pods are divided by the members that fit on the node once they are
+gone (a 4-CPU victim that fits two 2-CPU members costs each half of it, and beats a 2-CPU victim of the
+same priority that fits one; issue 20). On a node the victims are kube-scheduler's selection in the
+cheapest order of its ties (`ties`), the PDB allowances being what earlier members' victims left.
 
 Like kube-scheduler (`minCandidateNodesAbsolute`), it weighs a sample of the nodes: the `SAMPLE` (or
 twice the members, if more) where one member would cost least by a vectorised estimate, the same
-greedy run on every node at once without the PDB and tie refinements. Pure: arrays in, a plan out.
+greedy run on every node at once without the PDB and tie refinements. `fewest_pods` bounds what any
+placement takes, so the search can tell when this plan cannot beat the other. Pure: arrays in, a plan
+out.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class Removable:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Member -> node (-1: no room under the bound), and the units taken, in the order they were taken."""
+    """Member -> node (-1: no room for it), and the units taken, in the order they were taken."""
 
     assign: IntArray
     victims: list[int]

@@ -217,21 +217,17 @@ class _Context:
         return f"evicting it would exceed PodDisruptionBudget {names}"
 
     def removable(self, rows: IntArray, local: IntArray) -> pod_by_pod.Removable:
-        """These candidate rows (on domain-local nodes `local`) as `pod_by_pod` items, ranked by
-        `ordering.importance_key` computed on arrays for these rows' units only."""
+        """These candidate rows (on domain-local nodes `local`) as `pod_by_pod` items, their units ranked
+        by `ordering.importance_key`."""
         inp = self.inp
         nodes = int(local.max(initial=0)) + 1
         _, first, item_of = np.unique(inp.pod_unit[rows] * nodes + local, return_index=True, return_inverse=True)
         item_unit = inp.pod_unit[rows[first]]
         units, back = np.unique(item_unit, return_inverse=True)
         pods = self.unit_bounds[units + 1] - self.unit_bounds[units]
-        whole = inp.units.whole_group[units]
-        started = np.nan_to_num(inp.units.started_at[units], nan=np.inf)
         priority = self.unit_priority[units]
-        names = np.argsort(np.argsort(np.array([inp.units.keys[u] for u in units.tolist()], dtype=object)))
-        order = np.lexsort((names, started, np.where(whole, -pods, 0), np.where(whole, 0, 1), -priority))
         rank = np.empty(len(units), dtype=np.int64)
-        rank[order] = np.arange(len(units))
+        rank[sorted(range(len(units)), key=lambda at: self.importance(int(units[at])))] = np.arange(len(units))
         covered: dict[int, tuple[tuple[int, int], ...]] = {}
         if len(self.pdb_rows):
             for unit in units[np.isin(units, inp.pod_unit[self.pdb_rows])].tolist():

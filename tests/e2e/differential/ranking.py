@@ -85,9 +85,9 @@ def compare(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> Verdict:
 
 WHY_BETTER = {
     "pod": (
-        "node by node, kube-scheduler orders pods of equal priority by start time, which here kept the "
-        "costlier set on a node (or spent a PDB's allowance on the wrong one of two tied pods); Phalanx "
-        "tries the orders of split ties (scheduler/preemption/ties.py)"
+        "node by node, kube-scheduler puts pods of equal priority back in start-time order, which here kept "
+        "the costlier set on a node (or spent a PDB's allowance on the costlier of two tied pods); Phalanx "
+        "tries the orders of ties among equal priorities (scheduler/preemption/ties.py)"
     ),
     "basic": (
         "kube-scheduler preempts a basic group pod by pod, each pod's node chosen alone with ties by start "
