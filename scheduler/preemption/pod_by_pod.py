@@ -8,9 +8,10 @@ already taken for earlier members, rank lowest. A node's second member pays for 
 place, and a unit taken for one member is gone for the next, so a `disruptionMode: PodGroup` unit taken
 on one node frees its pods' room on the others. Victims that make room for several members cost each a
 share: the sum of priorities and the pods are divided by the members that fit on the node once they are
-gone (a 4-CPU victim that fits two 2-CPU members costs each half of it, and beats a 2-CPU victim of the
-same priority that fits one; issue 20). On a node the victims are kube-scheduler's selection in the
-cheapest order of its ties (`ties`), the PDB allowances being what earlier members' victims left.
+gone, at most those still to place (a 4-CPU victim that fits two 2-CPU members costs each half of it,
+and beats a 2-CPU victim of the same priority that fits one; issue 20). On a node the victims are
+kube-scheduler's selection in the cheapest order of its ties (`ties`), the PDB allowances being what
+earlier members' victims left.
 
 Like kube-scheduler (`minCandidateNodesAbsolute`), it weighs a sample of the nodes: the `SAMPLE` (or
 twice the members, if more) where one member would cost least by a vectorised estimate, the same
@@ -69,6 +70,16 @@ def plan(free: IntArray, removable: Removable, requests: IntArray, masks: BoolAr
     return _Planner(free.copy(), removable).run(requests, masks)
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What one more member costs on a node: its victims' ranking, how many members fit once they are
+    gone (this one included), and the units taken."""
+
+    cost: ties.Cost
+    fits: int
+    taken: list[int]
+
+
 class _Planner:
     """The plan's state: each node's room with the victims so far gone and the members so far placed,
     and the items still in place. Items are read as Python lists: a node has a few, and the per-item
@@ -95,21 +106,24 @@ class _Planner:
 
     def run(self, requests: IntArray, masks: BoolArray) -> Plan:
         assign = np.full(len(requests), -1, dtype=np.int64)
+        keys = [(requests[m].tobytes(), masks[m].tobytes()) for m in range(len(requests))]
         shape: tuple[bytes, bytes] | None = None
-        costs: dict[int, tuple[Share, list[int]]] = {}
+        costs: dict[int, _Found] = {}
         heap: list[tuple[Share, int]] = []
         request: list[int] = []
         for member in range(len(requests)):
-            key = (requests[member].tobytes(), masks[member].tobytes())
-            if key != shape:
-                shape, request = key, requests[member].tolist()
-                sample = self._sample(requests[member], masks[member], len(requests))
+            left = keys[member:].count(keys[member])
+            if keys[member] != shape:
+                shape, request = keys[member], requests[member].tolist()
+                sample = self._sample(requests[member], masks[member], left)
                 costs = {n: found for n in sample if (found := self._evaluate(n, request)) is not None}
-                heap = self._heap(costs)
-            node = self._cheapest(heap, costs)
+                heap = self._heap(costs, left)
+            elif left < max((found.fits for found in costs.values()), default=0):
+                heap = self._heap(costs, left)  # fewer members left than some node fits: shares grow
+            node = self._cheapest(heap, costs, left)
             if node is None:
                 continue
-            taken = costs[node][1]
+            taken = costs[node].taken
             assign[member] = node
             self.free[node] -= requests[member]
             top, changed = self.top, {node}
@@ -123,29 +137,31 @@ class _Planner:
                     del costs[n]
                 else:
                     costs[n] = found
-                    heapq.heappush(heap, (self._total(found[0]), n))
+                    heapq.heappush(heap, (self._share(found, left - 1), n))
             if self.top != top:
-                heap = self._heap(costs)  # a higher top ties every node whose own victims are below it
+                heap = self._heap(costs, left - 1)  # a higher top ties every node whose own victims are below it
         return Plan(assign, self.victims)
 
-    def _heap(self, costs: dict[int, tuple[Share, list[int]]]) -> list[tuple[Share, int]]:
-        heap = [(self._total(found[0]), n) for n, found in costs.items()]
+    def _heap(self, costs: dict[int, _Found], left: int) -> list[tuple[Share, int]]:
+        heap = [(self._share(found, left), n) for n, found in costs.items()]
         heapq.heapify(heap)
         return heap
 
-    def _cheapest(self, heap: list[tuple[Share, int]], costs: dict[int, tuple[Share, list[int]]]) -> int | None:
+    def _cheapest(self, heap: list[tuple[Share, int]], costs: dict[int, _Found], left: int) -> int | None:
         """The node ranking lowest, then lowest-numbered; entries a later evaluation replaced are dropped."""
         while heap:
             key, node = heap[0]
-            if node in costs and key == self._total(costs[node][0]):
+            if node in costs and key == self._share(costs[node], left):
                 return node
             heapq.heappop(heap)
         return None
 
-    def _total(self, marginal: Share) -> Share:
-        """The ranking of the victims so far plus `marginal`: only the highest priority does not add up."""
-        violations, top, total, pods = marginal
-        return (violations, max(top, self.top), total, pods)
+    def _share(self, found: _Found, left: int) -> Share:
+        """A node's price for the next member: the victims so far plus these, only the highest priority not
+        adding up, the sum and the pods shared by the members they make room for (at most those left)."""
+        violations, top, total, pods = found.cost
+        members = max(1, min(found.fits, left))
+        return (violations, max(top, self.top), total / members, pods / members)
 
     def _take(self, unit: int) -> set[int]:
         """Preempt `unit`: its room comes back on every node it holds; those nodes are returned."""
@@ -160,9 +176,8 @@ class _Planner:
         self.top = max(self.top, self.priority[items[0]])
         return {self.node[item] for item in items}
 
-    def _evaluate(self, node: int, request: list[int]) -> tuple[Share, list[int]] | None:
-        """The victims one more member takes on `node` and its share of their cost, or None when it cannot
-        fit there."""
+    def _evaluate(self, node: int, request: list[int]) -> _Found | None:
+        """The victims one more member takes on `node`, or None when it cannot fit there."""
         alive, need = self.alive, self.request
         items = [i for i in self.by_node[self.node_starts[node] : self.node_starts[node + 1]] if alive[i]]
         room = [have - want for have, want in zip(self.free[node].tolist(), request, strict=True)]
@@ -180,8 +195,7 @@ class _Planner:
                 room = [have - want for have, want in zip(room, unit.request, strict=True)]
         fits = 1 + min((have // want for have, want in zip(room, request, strict=True) if want > 0), default=0)
         taken = [self.unit[item] for item, back in zip(items, outcome.kept, strict=True) if not back]
-        violations, top, total, pods = outcome.cost
-        return (violations, top, total / fits, pods / fits), taken
+        return _Found(outcome.cost, fits, taken)
 
     def _sample(self, request: IntArray, mask: BoolArray, members: int) -> list[int]:
         """The nodes where one member would cost least, by a greedy reprieval on every node at once."""
@@ -212,7 +226,7 @@ class _Planner:
         positive = request > 0
         share = np.ones(nodes, dtype=np.int64)
         if positive.any():
-            share += np.maximum((left[:, positive] // request[positive]).min(axis=1), 0)
+            share = np.minimum(share + np.maximum((left[:, positive] // request[positive]).min(axis=1), 0), members)
         ranked = np.lexsort((np.arange(nodes), pods / share, total / share, np.maximum(top, self.top)))
         ranked = ranked[feasible[ranked]]
         limit: int = max(SAMPLE, 2 * members)

@@ -90,6 +90,32 @@ REGRESSIONS = [
         (0, 30, 30, 1),
         id="issue 20: a lone pod takes one tied victim where one is enough",
     ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("g0-0", node=1, cpu=2, priority=10, group="g0", started_minutes=120),
+                Running("g0-1", node=0, cpu=2, priority=10, group="g0", started_minutes=120),
+                Running("g0-2", node=1, cpu=3, priority=10, group="g0", started_minutes=120),
+                Running("g1-0", node=1, cpu=2, priority=10, group="g1"),
+                Running("g1-1", node=0, cpu=2, priority=10, group="g1", budget="b0"),
+                Running("p0", node=0, cpu=1, priority=10, budget="b0"),
+                Running("p1", node=0, cpu=1, priority=10),
+                Running("p2", node=0, cpu=1, priority=30),
+                Running("p3", node=0, cpu=1, priority=20),
+                Running("p4", node=1, cpu=1, priority=30, budget="b0", started_minutes=5),
+            ),
+            preemptor=Preemptor("basic", pods=3, cpu=1, priority=1000),
+            groups=(
+                Group("g0", priority=10, min_count=3, mode="PodGroup", started_minutes=120),
+                Group("g1", priority=10),
+            ),
+            budgets=(Budget("b0", min_available=3),),
+            name="seed 982111 #4",
+        ),
+        (0, 10, 20, 2),
+        id="fuzz seed 982111 #4: the last member of a basic group does not take a whole gang for one pod's room",
+    ),
 ]
 
 PROTECTION_REGRESSIONS = [
@@ -293,5 +319,5 @@ def predicted_and_live(
 
 def regression(scenario: Scenario, kube: Outcome) -> str:
     """A failing scenario as an entry of `REGRESSIONS`, kube-scheduler's cost as the most it may cost."""
-    name = scenario.name
-    return f"pytest.param(\n    {scenario.code()},\n    {cost(scenario, kube.preempted)},\n    id={name!r},\n),"
+    code = scenario.code().replace("\n", "\n    ")
+    return f"pytest.param(\n    {code},\n    {cost(scenario, kube.preempted)},\n    id={scenario.name!r},\n),"

@@ -53,6 +53,14 @@ CASES = [
         id="issue 20: a victim that makes room for two members costs each half, and goes first",
     ),
     pytest.param(
+        Nodes([0, 0], [("p", 0, 1, 10), ("big", 1, 5, 10), ("small", 1, 2, 10)]),
+        3,
+        1,
+        [1, 1, 0],
+        ["p", "small"],
+        id="a victim's cost is shared only by the members still to place (the last one takes p, not big)",
+    ),
+    pytest.param(
         Nodes([0, 0], [("g", 0, 2, 20), ("g", 1, 2, 20)]),
         2,
         2,
