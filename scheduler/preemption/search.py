@@ -445,8 +445,7 @@ def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainRes
     placement = _Placement(int(placed.sum()), plan.assign, remaining)
     if _result(ctx, dom, plan.victims, {}, [], placement, None).score >= kep.score:
         return None
-    shapes = ctx.shapes
-    return _reprieve(ctx, dom, shapes, rows[taken], local, placement, ceiling, rows, {}, [])
+    return _reprieve(ctx, dom, ctx.shapes, rows[taken], local, placement, ceiling, rows, {}, [])
 
 
 def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainResult | None:
@@ -525,8 +524,7 @@ def _place(
     priorities: IntArray,
 ) -> _Placement:
     """Greedy vectorised gang placement: first where room already is, then where removal frees the most
-    cheaply (lowest highest removed priority, then fewest removed pods, then node index). The binary
-    search uses it to count the members that fit; `pod_by_pod` then chooses where they go."""
+    cheaply (lowest highest removed priority, then fewest removed pods, then node index)."""
     nodes = len(free)
     removed = free + _sums(local, requests, nodes) if len(local) else free.copy()
     base = free.copy()
@@ -590,8 +588,10 @@ def _reprieve(
 
     Units whose pods all sit on nodes no member uses are given back in bulk (they fit: those rows
     return to their pre-preemption values). The rest go one by one, PDB-violating ones first, each
-    touching only its own nodes' rows (`_Room.give_back`); on a single node, the cheaper orders of
-    their ties are tried too (`ties`).
+    touching only its own nodes' rows; a unit that crowds out members comes back if they can move to
+    room the units still to be decided leave free (`_Room.give_back`). Then every candidate on a node
+    members use is accounted for: preempted, given back, above the bound, or never taken (a plan of
+    `pod_by_pod` removes only what it needs).
     """
     inp = ctx.inp
     used = np.zeros(len(dom), dtype=bool)
@@ -619,7 +619,6 @@ def _reprieve(
             spared.append(Spared(keys[unit], int(priority[unit]), SEARCH_PLUGIN, SpareReason.PDB, violating[unit]))
         else:
             spared.append(Spared(keys[unit], int(priority[unit]), SEARCH_PLUGIN, SpareReason.REPRIEVED, fits))
-    # The other candidates where members go: above the bound, or under it but never taken (pod_by_pod).
     tried = preempted | set(order)
     for unit in sorted(set(touching.tolist()) - tried, key=ctx.importance):
         value = int(priority[unit])
