@@ -3,15 +3,18 @@
 kube-scheduler preempts for a basic group one pod at a time: `SelectVictimsOnNode` on every node, then
 `pickOneNodeForPreemption` (fewest PDB violations, lowest highest priority, smallest sum of priorities,
 fewest pods). The search builds this plan for every pod group beside the KEP's cluster-wide one and
-keeps the cheaper (`search`). Each member goes on the node where the victims it needs, added to those
-already taken for earlier members, rank lowest. A node's second member pays for what its first left in
-place, and a unit taken for one member is gone for the next, so a `disruptionMode: PodGroup` unit taken
-on one node frees its pods' room on the others. Victims that make room for several members cost each a
-share: the sum of priorities and the pods are divided by the members that fit on the node once they are
-gone, at most those still to place (a 4-CPU victim that fits two 2-CPU members costs each half of it,
-and beats a 2-CPU victim of the same priority that fits one; issue 20). On a node the victims are
-kube-scheduler's selection in the cheapest order of its ties (`ties`), the PDB allowances being what
-earlier members' victims left.
+keeps the cheaper (`search`). Each member goes on the node whose offer ranks lowest, the victims it
+takes added to those already taken for earlier members: a node's second member pays for what its first
+left in place, and a unit taken for one member is gone for the next, so a `disruptionMode: PodGroup`
+unit taken on one node frees its pods' room on the others.
+
+A node's offer weighs placing 1, 2, ... of the members left there at once: the victims k members take
+(kube-scheduler's selection in the cheapest order of its ties, `ties`, with the PDB allowances earlier
+victims left), their sum of priorities and pods shared by the members that fit once they are gone, on
+that node or, for a `PodGroup`-mode victim, on the others it frees, at most the members left. A 4-CPU
+victim that fits two 2-CPU members costs each half of it and beats a 2-CPU victim of the same priority
+that fits one (issue 20); the first member takes it, the second finds the room free. A floor counts
+every set up to some PDB violations and highest priority as equal (`plan`).
 
 Like kube-scheduler (`minCandidateNodesAbsolute`), it weighs a sample of the nodes: the `SAMPLE` (or
 twice the members, if more) where one member would cost least by a vectorised estimate, the same
@@ -22,7 +25,6 @@ out.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,19 +66,28 @@ class Plan:
     victims: list[int]
 
 
-def plan(free: IntArray, removable: Removable, requests: IntArray, masks: BoolArray) -> Plan:
+def plan(
+    free: IntArray,
+    removable: Removable,
+    requests: IntArray,
+    masks: BoolArray,
+    floor: tuple[int, int] = (0, ties.NONE[1]),
+) -> Plan:
     """Place every member (rows of `requests`, `masks`) in turn where its own victims cost least; `free`
-    is each node's room with every running pod in place."""
-    return _Planner(free.copy(), removable).run(requests, masks)
+    is each node's room with every running pod in place. `floor` (PDB violations, priority): sets up to
+    that many violations and that highest priority rank as equal. When the whole set will reach them
+    anyway, a member should not pay in pods and priorities for keeping its own lower; without a floor,
+    each member is as kube-scheduler would place it."""
+    return _Planner(free.copy(), removable, floor).run(requests, masks)
 
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    """What one more member costs on a node: its victims' ranking, how many members fit once they are
-    gone (this one included), and the units taken."""
+    """A node's best offer for the next members: the price per member, how many members it counted
+    (fewer left than that: ask again), and the units it takes."""
 
-    cost: ties.Cost
-    fits: int
+    share: Share
+    reach: int
     taken: list[int]
 
 
@@ -85,7 +96,7 @@ class _Planner:
     and the items still in place. Items are read as Python lists: a node has a few, and the per-item
     work is a handful of integer comparisons."""
 
-    def __init__(self, free: IntArray, removable: Removable) -> None:
+    def __init__(self, free: IntArray, removable: Removable, floor: tuple[int, int]) -> None:
         self.free = free
         self.items = removable
         self.allowed = list(removable.allowed)
@@ -102,70 +113,51 @@ class _Planner:
         self.by_unit: list[int] = by_unit.tolist()
         self.units = removable.unit[by_unit]
         self.victims: list[int] = []
-        self.top = ties.NONE[1]
+        self.least, self.top = floor
 
     def run(self, requests: IntArray, masks: BoolArray) -> Plan:
         assign = np.full(len(requests), -1, dtype=np.int64)
         keys = [(requests[m].tobytes(), masks[m].tobytes()) for m in range(len(requests))]
         shape: tuple[bytes, bytes] | None = None
+        sample: set[int] = set()
         costs: dict[int, _Found] = {}
-        heap: list[tuple[Share, int]] = []
+        stale: set[int] = set()
         request: list[int] = []
         for member in range(len(requests)):
             left = keys[member:].count(keys[member])
             if keys[member] != shape:
                 shape, request = keys[member], requests[member].tolist()
-                sample = self._sample(requests[member], masks[member], left)
-                costs = {n: found for n in sample if (found := self._evaluate(n, request)) is not None}
-                heap = self._heap(costs, left)
-            elif left < max((found.fits for found in costs.values()), default=0):
-                heap = self._heap(costs, left)  # fewer members left than some node fits: shares grow
-            node = self._cheapest(heap, costs, left)
-            if node is None:
+                sample = set(self._sample(requests[member], masks[member], left))
+                costs, stale = {}, set(sample)
+            stale |= {n for n, found in costs.items() if found.reach > left}
+            for n in stale & sample:
+                found = self._evaluate(n, request, left)
+                if found is None:
+                    costs.pop(n, None)
+                else:
+                    costs[n] = found
+            if not costs:
+                stale = set()
                 continue
+            node = min(costs, key=lambda n: (costs[n].share, n))
             taken = costs[node].taken
             assign[member] = node
             self.free[node] -= requests[member]
-            top, changed = self.top, {node}
+            top, stale = self.top, {node}
             for unit in taken:
-                changed.update(self._take(unit))
-            if any(unit in self.items.covered for unit in taken):
-                changed.update(costs)  # an allowance changed: every node's PDB-violating units may differ
-            for n in changed & costs.keys():
-                found = self._evaluate(n, request)
-                if found is None:
-                    del costs[n]
-                else:
-                    costs[n] = found
-                    heapq.heappush(heap, (self._share(found, left - 1), n))
-            if self.top != top:
-                heap = self._heap(costs, left - 1)  # a higher top ties every node whose own victims are below it
+                stale |= self._take(unit)
+            if self.top != top or any(unit in self.items.covered for unit in taken):
+                stale |= sample  # a higher top ranks every node anew; an allowance changes PDB-violating units
         return Plan(assign, self.victims)
 
-    def _heap(self, costs: dict[int, _Found], left: int) -> list[tuple[Share, int]]:
-        heap = [(self._share(found, left), n) for n, found in costs.items()]
-        heapq.heapify(heap)
-        return heap
-
-    def _cheapest(self, heap: list[tuple[Share, int]], costs: dict[int, _Found], left: int) -> int | None:
-        """The node ranking lowest, then lowest-numbered; entries a later evaluation replaced are dropped."""
-        while heap:
-            key, node = heap[0]
-            if node in costs and key == self._share(costs[node], left):
-                return node
-            heapq.heappop(heap)
-        return None
-
-    def _share(self, found: _Found, left: int) -> Share:
-        """A node's price for the next member: the victims so far plus these, only the highest priority not
-        adding up, the sum and the pods shared by the members they make room for (at most those left)."""
-        violations, top, total, pods = found.cost
-        members = max(1, min(found.fits, left))
-        return (violations, max(top, self.top), total / members, pods / members)
+    @property
+    def violations(self) -> int:
+        """The PDB violations of the victims so far: pods taken beyond each allowance."""
+        return sum(max(0, -left) for left in self.allowed)
 
     def _take(self, unit: int) -> set[int]:
         """Preempt `unit`: its room comes back on every node it holds; those nodes are returned."""
-        low, high = np.searchsorted(self.units, [unit, unit + 1]).tolist()
+        low, high = self._span(unit)
         items = self.by_unit[low:high]
         for item in items:
             self.alive[item] = False
@@ -176,26 +168,60 @@ class _Planner:
         self.top = max(self.top, self.priority[items[0]])
         return {self.node[item] for item in items}
 
-    def _evaluate(self, node: int, request: list[int]) -> _Found | None:
-        """The victims one more member takes on `node`, or None when it cannot fit there."""
+    def _evaluate(self, node: int, request: list[int], left: int) -> _Found | None:
+        """The node's best offer: for each number of members k that fits there (at most `left`), the
+        victims k members take, their price shared by the members that fit once they are gone; None
+        when not even one member fits."""
         alive, need = self.alive, self.request
         items = [i for i in self.by_node[self.node_starts[node] : self.node_starts[node + 1]] if alive[i]]
-        room = [have - want for have, want in zip(self.free[node].tolist(), request, strict=True)]
+        base = self.free[node].tolist()
         for item in items:
-            room = [have + want for have, want in zip(room, need[item], strict=True)]
-        if any(have < 0 for have in room):
-            return None
+            base = [have + want for have, want in zip(base, need[item], strict=True)]
         covered = self.items.covered
         units = [
             ties.Unit(tuple(need[i]), self.priority[i], self.pods[i], covered.get(self.unit[i], ())) for i in items
         ]
-        outcome = ties.cheapest(room, units, self.allowed)
-        for unit, back in zip(units, outcome.kept, strict=True):
-            if back:
-                room = [have - want for have, want in zip(room, unit.request, strict=True)]
-        fits = 1 + min((have // want for have, want in zip(room, request, strict=True) if want > 0), default=0)
-        taken = [self.unit[item] for item, back in zip(items, outcome.kept, strict=True) if not back]
-        return _Found(outcome.cost, fits, taken)
+        best: _Found | None = None
+        for copies in range(1, left + 1):
+            room = [have - copies * want for have, want in zip(base, request, strict=True)]
+            if any(have < 0 for have in room):
+                break
+            outcome = ties.cheapest(room, units, self.allowed)
+            for unit, back in zip(units, outcome.kept, strict=True):
+                if back:
+                    room = [have - want for have, want in zip(room, unit.request, strict=True)]
+            taken = [self.unit[item] for item, back in zip(items, outcome.kept, strict=True) if not back]
+            fits = copies + _copies(room, request) + self._room_elsewhere(node, taken, request)
+            members = min(fits, left)
+            violations, top, total, pods = outcome.cost
+            violations = max(self.least, self.violations + violations)
+            share = (violations, max(top, self.top), total / members, pods / members)
+            if best is None or share < best.share:
+                best = _Found(share, max(copies, fits), taken)
+        return best
+
+    def _room_elsewhere(self, node: int, taken: list[int], request: list[int]) -> int:
+        """Members that fit on other nodes once `taken` are gone and did not before (a `PodGroup`-mode
+        unit frees the room of its pods on every node)."""
+        freed: dict[int, list[int]] = {}
+        for unit in taken:
+            low, high = self._span(unit)
+            for item in self.by_unit[low:high]:
+                where = self.node[item]
+                if where != node:
+                    have = freed.setdefault(where, [0] * len(request))
+                    freed[where] = [a + b for a, b in zip(have, self.request[item], strict=True)]
+        more = 0
+        for where, extra in freed.items():
+            room = self.free[where].tolist()
+            after = [have + add for have, add in zip(room, extra, strict=True)]
+            more += _copies(after, request) - _copies(room, request)
+        return more
+
+    def _span(self, unit: int) -> tuple[int, int]:
+        """The slice of `by_unit` holding the unit's items."""
+        low, high = np.searchsorted(self.units, [unit, unit + 1]).tolist()
+        return int(low), int(high)
 
     def _sample(self, request: IntArray, mask: BoolArray, members: int) -> list[int]:
         """The nodes where one member would cost least, by a greedy reprieval on every node at once."""
@@ -232,6 +258,13 @@ class _Planner:
         limit: int = max(SAMPLE, 2 * members)
         sample: list[int] = ranked[:limit].tolist()
         return sample
+
+
+def _copies(room: list[int], request: list[int]) -> int:
+    """How many `request`s fit in `room` (none when some resource is short already)."""
+    if any(have < 0 for have in room):
+        return 0
+    return min((have // want for have, want in zip(room, request, strict=True) if want > 0), default=0)
 
 
 def fewest_pods(

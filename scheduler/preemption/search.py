@@ -405,9 +405,12 @@ def _search_node(ctx: _Context, dom: IntArray, rows: IntArray) -> _DomainResult:
 
 def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainResult | None:
     """The other plan for a pod group: its members placed one at a time (`pod_by_pod`), each in a
-    one-node domain as kube-scheduler preempts for a basic group. Kept when it places as many members
-    and is cheaper by kube-scheduler's ranking; KEP-5710 leaves room for it ("consider few potential
-    placements ... and choose the one that ... optimizes the number of victims").
+    one-node domain as kube-scheduler preempts for a basic group, built twice: ranking each member's
+    victims as kube-scheduler does, and counting every set up to the KEP plan's PDB violations and
+    highest priority as equal (the set reaches them anyway unless this plan does better). Kept when it
+    places as many
+    members and is cheaper by kube-scheduler's ranking; KEP-5710 leaves room for it ("consider few
+    potential placements ... and choose the one that ... optimizes the number of victims").
 
     Without PDB violations in the KEP plan, only candidates up to its highest victim can take part
     (above it this plan could only cost more); the plan is not built at all when the KEP plan's victims
@@ -434,17 +437,24 @@ def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainRes
             if pods <= fewest:
                 return None
     local = inp.pod_node[rows]
-    plan = pod_by_pod.plan(inp.free, ctx.removable(rows, local), pre.requests, pre.masks)
-    placed = plan.assign >= 0
-    if placed.sum() < (kep.assign >= 0).sum():
-        return None
+    removable = ctx.removable(rows, local)
     dom = np.arange(len(inp.node_names), dtype=np.int64)
-    taken = np.isin(inp.pod_unit[rows], plan.victims)
-    remaining = inp.free + _sums(local[taken], inp.pod_requests[rows[taken]], len(dom))
-    remaining -= _sums(plan.assign[placed], pre.requests[placed], len(dom))
-    placement = _Placement(int(placed.sum()), plan.assign, remaining)
-    if _result(ctx, dom, plan.victims, {}, [], placement, None).score >= kep.score:
+    best: tuple[tuple[int, int, int, int, float], _Placement, BoolArray] | None = None
+    for floor in ((0, ties.NONE[1]), (violations, ceiling)):
+        plan = pod_by_pod.plan(inp.free, removable, pre.requests, pre.masks, floor)
+        placed = plan.assign >= 0
+        if placed.sum() < (kep.assign >= 0).sum():
+            continue
+        taken = np.isin(inp.pod_unit[rows], plan.victims)
+        remaining = inp.free + _sums(local[taken], inp.pod_requests[rows[taken]], len(dom))
+        remaining -= _sums(plan.assign[placed], pre.requests[placed], len(dom))
+        placement = _Placement(int(placed.sum()), plan.assign, remaining)
+        score = _result(ctx, dom, plan.victims, {}, [], placement, None).score
+        if score < kep.score and (best is None or score < best[0]):
+            best = (score, placement, taken)
+    if best is None:
         return None
+    _, placement, taken = best
     return _reprieve(ctx, dom, ctx.shapes, rows[taken], local, placement, ceiling, rows, {}, [])
 
 

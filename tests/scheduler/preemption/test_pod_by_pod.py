@@ -34,12 +34,12 @@ class Nodes:
         )
         return removable, names
 
-    def plan(self, members: int, cpu: int) -> tuple[list[int], list[str]]:
+    def plan(self, members: int, cpu: int, floor: tuple[int, int] = (0, -1)) -> tuple[list[int], list[str]]:
         removable, names = self.removable()
         requests = np.full((members, 1), cpu, dtype=np.int64)
         masks = np.ones((members, len(self.free)), dtype=bool)
         free = np.array(self.free, dtype=np.int64).reshape(-1, 1)
-        found = pod_by_pod.plan(free, removable, requests, masks)
+        found = pod_by_pod.plan(free, removable, requests, masks, floor)
         return found.assign.tolist(), sorted(names[u] for u in found.victims)
 
 
@@ -56,9 +56,17 @@ CASES = [
         Nodes([0, 0], [("p", 0, 1, 10), ("big", 1, 5, 10), ("small", 1, 2, 10)]),
         3,
         1,
-        [1, 1, 0],
-        ["p", "small"],
-        id="a victim's cost is shared only by the members still to place (the last one takes p, not big)",
+        [1, 1, 1],
+        ["big"],
+        id="one victim that makes room for every member left beats two that make room for one each",
+    ),
+    pytest.param(
+        Nodes([0, 0, 0], [("p", 0, 1, 10), ("big", 1, 5, 10), ("big", 2, 1, 10)]),
+        1,
+        1,
+        [0],
+        ["p"],
+        id="a victim's cost is shared only by the members still to place",
     ),
     pytest.param(
         Nodes([0, 0], [("g", 0, 2, 20), ("g", 1, 2, 20)]),
@@ -90,6 +98,14 @@ CASES = [
 @pytest.mark.parametrize(("nodes", "members", "cpu", "want_assign", "want_victims"), CASES)
 def test_plan(nodes: Nodes, members: int, cpu: int, want_assign: list[int], want_victims: list[str]) -> None:
     assert nodes.plan(members, cpu) == (want_assign, want_victims)
+
+
+def test_floor_lets_a_member_take_a_higher_victim_that_makes_room_for_both() -> None:
+    """Without a floor the first member keeps its own highest victim low (p3 at 10) and the second pays
+    for p0; with the set's highest at 20 anyway, p4 alone makes room for both (fuzz seed 2026 #161)."""
+    nodes = Nodes([0, 0], [("p4", 1, 4, 20), ("p5", 1, 1, 20), ("p3", 1, 2, 10), ("p0", 0, 2, 20)])
+    assert nodes.plan(2, 2) == ([1, 0], ["p0", "p3"])
+    assert nodes.plan(2, 2, floor=(0, 20)) == ([1, 1], ["p4"])
 
 
 @settings(max_examples=200, deadline=None)

@@ -244,6 +244,59 @@ CASES = [
     pytest.param(
         Case(
             PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/p0", "n0", 2000, 20)
+            .pod("ns/p1", "n0", 4000, 50)
+            .pod("ns/p2", "n0", 2000, 30)
+            .pod("ns/p3", "n1", 2000, 10)
+            .pod("ns/p4", "n1", 4000, 20)
+            .pod("ns/p5", "n1", 1000, 20)
+            .pod("ns/p6", "n1", 1000, 50),
+            [2000, 2000],
+            1000,
+            want_victims=["ns/p4"],
+            want_nominations={"default/m0": "n1", "default/m1": "n1"},
+        ),
+        id="a gang takes the one victim that makes room for both members (fuzz seed 2026 #161)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .group("ns/g", [("n1", 3000), ("n0", 3000), ("n1", 2000)], 30)
+            .pod("ns/p0", "n0", 2000, 30, started=2)
+            .pod("ns/p1", "n0", 3000, 30, started=1)
+            .pod("ns/p2", "n1", 3000, 10, started=1),
+            [4000, 4000],
+            40,
+            want_victims=["ns/g", "ns/p2"],
+        ),
+        id="a gang frees one node whole with its lowest pod rather than two at its own priority (fuzz seed 2026 #59)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/g0-0", "n0", 2000, 20)
+            .pod("ns/g0-1", "n0", 2000, 20)
+            .group("ns/g1", [("n1", 2000), ("n1", 2000), ("n0", 3000)], 20)
+            .pod("ns/p0", "n0", 1000, 10)
+            .pod("ns/p1", "n1", 3000, 20)
+            .pod("ns/p2", "n1", 1000, 10)
+            .pdb("ns/b0", 1, ["ns/g0-0", "ns/g1-0"]),
+            [3000, 3000, 3000],
+            1000,
+            min_count=2,
+            want_victims=["ns/g1", "ns/p1"],
+        ),
+        id="a PodGroup-mode victim's room on its other node counts for the members it fits there (fuzz seed 5 #119)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
             .node("n1", 4000)
             .pod("ns/a", "n1", 4000, 1)
             .protect("ns/a", Status(Code.UNSCHEDULABLE, ("ran 10s of 60s",), "MinRuntime", UNTIL)),
