@@ -116,6 +116,52 @@ REGRESSIONS = [
         (0, 10, 20, 2),
         id="fuzz seed 982111 #4: the last member of a basic group does not take a whole gang for one pod's room",
     ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("g0-0", node=1, cpu=3, priority=30, group="g0", started_minutes=5),
+                Running("g0-1", node=0, cpu=3, priority=30, group="g0", started_minutes=5),
+                Running("g0-2", node=1, cpu=2, priority=30, group="g0", started_minutes=5),
+                Running("p0", node=0, cpu=2, priority=30, started_minutes=5),
+                Running("p1", node=0, cpu=3, priority=30, started_minutes=120),
+                Running("p2", node=1, cpu=3, priority=10, started_minutes=120),
+            ),
+            preemptor=Preemptor("gang", pods=2, cpu=4, priority=40, min_count=2),
+            groups=(Group("g0", priority=30, min_count=1, mode="PodGroup", started_minutes=5),),
+            name="seed 2026 #59",
+        ),
+        (0, 30, 100, 4),
+        id="fuzz seed 2026 #59: a gang frees one node whole with its lowest pod",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8, 4, 8),
+            running=(
+                Running("g0-0", node=2, cpu=1, priority=20, group="g0"),
+                Running("g0-1", node=3, cpu=2, priority=20, group="g0", budget="b1"),
+                Running("p0", node=0, cpu=2, priority=20, started_minutes=120),
+                Running("p1", node=0, cpu=4, priority=50, started_minutes=5),
+                Running("p2", node=0, cpu=2, priority=30, started_minutes=5),
+                Running("p3", node=1, cpu=2, priority=10, budget="b1", started_minutes=5),
+                Running("p4", node=1, cpu=4, priority=20, started_minutes=5),
+                Running("p5", node=1, cpu=1, priority=20, started_minutes=5),
+                Running("p6", node=1, cpu=1, priority=50),
+                Running("p7", node=2, cpu=1, priority=20, started_minutes=120),
+                Running("p8", node=2, cpu=1, priority=30, budget="b1"),
+                Running("p9", node=2, cpu=1, priority=20, started_minutes=5),
+                Running("p10", node=3, cpu=4, priority=30, budget="b0"),
+                Running("p11", node=3, cpu=1, priority=50, budget="b0", started_minutes=120),
+                Running("p12", node=3, cpu=1, priority=20, budget="b0"),
+            ),
+            preemptor=Preemptor("gang", pods=2, cpu=2, priority=1000, min_count=2),
+            groups=(Group("g0", priority=20, min_count=2),),
+            budgets=(Budget("b0", min_available=2), Budget("b1", min_available=2)),
+            name="seed 2026 #161",
+        ),
+        (0, 20, 20, 1),
+        id="fuzz seed 2026 #161: a gang takes the one pod that makes room for both members",
+    ),
 ]
 
 PROTECTION_REGRESSIONS = [
@@ -225,13 +271,21 @@ def run(
             r.pool.teardown()
 
 
+@pytest.fixture(scope="module")
+def regressions(stack: Stack, kube_scheduler: KubeScheduler, classes: Classes) -> dict[str, Outcomes]:
+    """Every regression case through both schedulers, all at once (each in pools of its own)."""
+    if stack.scheduler is None or not stack.scheduler.running:
+        stack.start_scheduler()
+    scenarios = [case.values[0] for case in REGRESSIONS]
+    outcomes = run(stack, classes, scenarios, (KUBE_SCHEDULER, PHALANX_SCHEDULER))
+    return {scenario.name: found for scenario, found in zip(scenarios, outcomes, strict=True)}
+
+
 @pytest.mark.parametrize(("scenario", "want_at_most"), REGRESSIONS)
-def test_regression(
-    phalanx: Stack, kube_scheduler: KubeScheduler, classes: Classes, scenario: Scenario, want_at_most: Cost
-) -> None:
-    """Issue 20's two scenarios (and pasted fuzz failures): not worse than kube-scheduler, nor than its
-    best result for them."""
-    (outcomes,) = run(phalanx, classes, [scenario], (KUBE_SCHEDULER, PHALANX_SCHEDULER))
+def test_regression(regressions: dict[str, Outcomes], scenario: Scenario, want_at_most: Cost) -> None:
+    """Issue 20's two scenarios and fuzz failures: not worse than kube-scheduler, nor than its best result
+    for them (`want_at_most`)."""
+    outcomes = regressions[scenario.name]
     theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
     verdict = compare(scenario, theirs, ours)
     assert verdict.kind != "worse", verdict.why
@@ -297,9 +351,22 @@ def test_simulator_predicts_the_live_scheduler(phalanx: Stack, classes: Classes,
     assert not failures, "\n\n".join(failures)
 
 
+@pytest.fixture(scope="module")
+def protection_regressions(
+    stack: Stack, classes: Classes, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Outcome, Outcome, int]]:
+    if stack.scheduler is None or not stack.scheduler.running:
+        stack.start_scheduler()
+    scenarios = [case.values[0] for case in PROTECTION_REGRESSIONS]
+    found = predicted_and_live(stack, classes, scenarios, tmp_path_factory.mktemp("protection"))
+    return {scenario.name: outcome for scenario, outcome in zip(scenarios, found, strict=True)}
+
+
 @pytest.mark.parametrize("scenario", PROTECTION_REGRESSIONS)
-def test_protection_regression(phalanx: Stack, classes: Classes, tmp_path: Path, scenario: Scenario) -> None:
-    ((live, predicted, _),) = predicted_and_live(phalanx, classes, [scenario], tmp_path)
+def test_protection_regression(
+    protection_regressions: dict[str, tuple[Outcome, Outcome, int]], scenario: Scenario
+) -> None:
+    live, predicted, _ = protection_regressions[scenario.name]
     assert live.same_as(predicted), f"live {live}, simulate {predicted}"
 
 
