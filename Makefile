@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO ?= examples/training-gang-preemption.yaml
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest -q -n 2 --ignore=tests/e2e
 	$(BIN)/pytest -q tests/e2e
+
+# The long differential fuzz against kube-scheduler (tests/e2e/test_differential.py): FUZZ_SCENARIOS scenarios
+# through both schedulers, FUZZ_PROTECTED with toleration and min-runtime against the simulator; the seed is
+# printed (FUZZ_SEED=N reproduces a run) and the summary, every "better" explained, goes to FUZZ_REPORT.
+FUZZ_SCENARIOS ?= 200
+FUZZ_PROTECTED ?= 40
+FUZZ_REPORT ?= fuzz-report.txt
+fuzz: $(STAMP)
+	PHALANX_FUZZ_SCENARIOS=$(FUZZ_SCENARIOS) PHALANX_FUZZ_PROTECTED=$(FUZZ_PROTECTED) \
+	PHALANX_FUZZ_REPORT=$(FUZZ_REPORT) PHALANX_FUZZ_SEED=$(FUZZ_SEED) \
+	$(BIN)/pytest -q -s tests/e2e/test_differential.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

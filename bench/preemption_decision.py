@@ -2,7 +2,8 @@
 
 Every node runs 10 pods that fill it; node i's pods all have priority class i % 10, so the optimal
 decision evicts 5 pods on each of 64 lowest-class nodes (320 victims), as kube-scheduler 1.36 found
-in 235 s at 500 nodes. Run: `.venv/bin/python bench/preemption_decision.py [--repeat 15]`.
+in 235 s at 500 nodes. Run: `.venv/bin/python bench/preemption_decision.py [--repeat 15]`. `--lone` asks
+for one member instead (a lone pod, searched node by node as kube-scheduler does: 5 victims).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ NODE_CPU = 32_000
 GANG = 64
 
 
-def cluster(nodes: int) -> SearchInput:
+def cluster(nodes: int, members: int = GANG) -> SearchInput:
     """Columnar input: (cpu millicores, memory MiB, pods) per node; every pod its own unit."""
     pods = nodes * PODS_PER_NODE
     names = tuple(f"node-{i:05d}" for i in range(nodes))
@@ -36,11 +37,11 @@ def cluster(nodes: int) -> SearchInput:
     preemptor = PreemptorInput(
         key="bench/gang",
         priority=1_000_000,
-        is_group=True,
-        min_count=GANG,
-        members=tuple(f"bench/gang-{m}" for m in range(GANG)),
-        requests=np.tile(member_request, (GANG, 1)),
-        masks=np.ones((GANG, nodes), dtype=bool),
+        is_group=members > 1,
+        min_count=members,
+        members=tuple(f"bench/gang-{m}" for m in range(members)),
+        requests=np.tile(member_request, (members, 1)),
+        masks=np.ones((members, nodes), dtype=bool),
     )
     return SearchInput(
         node_names=names,
@@ -54,9 +55,9 @@ def cluster(nodes: int) -> SearchInput:
     )
 
 
-def measure(nodes: int, repeat: int) -> tuple[float, float, float, int]:
+def measure(nodes: int, repeat: int, members: int = GANG) -> tuple[float, float, float, int]:
     """Wall-clock p50/p95 and CPU-time p50 (the latter is what other load on the machine cannot inflate)."""
-    inp = cluster(nodes)
+    inp = cluster(nodes, members)
     times = []
     cpu = []
     decision = search(inp)
@@ -66,7 +67,7 @@ def measure(nodes: int, repeat: int) -> tuple[float, float, float, int]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     assert decision.outcome == Outcome.PREEMPT, decision.message
-    assert len(decision.nominations) == GANG
+    assert len(decision.nominations) == members
     assert {v.priority for v in decision.victims} == {0}, "victims must all be of the lowest class"
     times.sort()
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
@@ -77,11 +78,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--nodes", type=int, nargs="*", default=[500, 1000, 5000, 10000])
+    parser.add_argument("--lone", action="store_true", help="one lone pod instead of the 64-pod gang")
     args = parser.parse_args()
     print(f"{'nodes':>6} {'pods':>7} {'victims':>7} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'cpu growth':>10}")
     previous: tuple[int, float] | None = None
     for nodes in args.nodes:
-        p50, p95, cpu, victims = measure(nodes, args.repeat)
+        p50, p95, cpu, victims = measure(nodes, args.repeat, 1 if args.lone else GANG)
         growth = f"x{cpu / previous[1]:.2f}/x{nodes / previous[0]:.0f}" if previous else "-"
         print(f"{nodes:>6} {nodes * PODS_PER_NODE:>7} {victims:>7} {p50:>8.1f} {p95:>8.1f} {cpu:>8.1f} {growth:>10}")
         previous = (nodes, cpu)

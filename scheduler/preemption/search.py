@@ -1,14 +1,26 @@
 """Workload-aware victim search (KEP-5710, "Search"): plain arrays in, an explained Decision out.
 
 Pure: no API calls, no clock reads, no randomness; ties are broken by node index and `namespace/name`.
-Per domain (each node for a lone pod, as kube-scheduler does; the whole cluster for a pod group):
-strictly-lower-priority units are the candidates; if removing all of them does not place the preemptor,
-preemption cannot help; otherwise a binary search over the distinct candidate priorities finds the
-lowest bound that still places as many members as removing everything would, and the units under the
-bound are reprieved in order (PDB-violating ones first) with an incremental check: a reprieved unit
-only touches the rows of the nodes its pods run on. Deliberate divergence from upstream 1.36: the
-binary-search step of the KEP is implemented (upstream re-runs the whole placement per reprieval,
-which is what makes it take minutes on 1,000 nodes; see DESIGN.md, Performance).
+The candidates are the units of strictly lower priority than the preemptor that no victim filter
+protects. Victim sets are ranked as kube-scheduler ranks them (`pickOneNodeForPreemption`): fewest
+PodDisruptionBudget violations, lowest highest priority, smallest sum of priorities, fewest pods, then
+the latest start among the highest.
+
+- A lone pod searches node by node, as kube-scheduler does: on every node where removing all
+  candidates fits it, kube-scheduler's own selection in the cheapest order of its ties (`ties`; on
+  one node it is the KEP's order), and the node whose victims rank lowest wins.
+- A pod group searches the whole cluster in the KEP's order (`_search_cluster`): remove every
+  candidate and place the group; reprieve the PDB-violating units best effort; binary-search the
+  remaining candidates' priorities for the lowest bound that still places as many members; reprieve
+  under it, most important first, with an incremental check (a reprieved unit only touches the rows
+  of its own nodes). Then the pod-by-pod plan (`pod_by_pod`: each member where its own victims cost
+  least, as kube-scheduler preempts for a basic group) is built, unless the KEP plan is provably the
+  cheapest, and the cheaper of the two is kept.
+
+Deliberate divergences from upstream 1.36: the binary search is implemented (upstream re-runs the
+whole placement per reprieval, which takes minutes on 1,000 nodes; DESIGN.md, Performance); a
+`disruptionMode: PodGroup` unit goes whole for a lone pod as well (upstream's pod-by-pod preemption
+deletes only the member it needs); ties go to the cheaper victims rather than to start time alone.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import numpy.typing as npt
 
 from scheduler.framework.snapshot import BoolArray, IntArray
 from scheduler.framework.status import Status
+from scheduler.preemption import pod_by_pod, ties
 from scheduler.preemption.decision import (
     SEARCH_PLUGIN,
     Decision,
@@ -164,8 +177,11 @@ class _Context:
     pod_pdbs: dict[int, list[int]]
     shapes: list[_Shape]
     member_shape: list[int]
+    pdb_rows: IntArray
+    """Sorted pod rows some PDB selects."""
 
     importance_keys: dict[int, tuple[int, int, int, float, str]] = field(default_factory=dict)
+    covered_by: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def importance(self, unit: int) -> tuple[int, int, int, float, str]:
         """The unit's `ordering.importance_key`, computed once per search."""
@@ -177,6 +193,55 @@ class _Context:
     def rows(self, unit: int) -> IntArray:
         """Pod rows of one unit (a slice of one argsort: no per-unit arrays for 50,000 units)."""
         return self.by_unit[self.unit_bounds[unit] : self.unit_bounds[unit + 1]]
+
+    @property
+    def allowed(self) -> tuple[int, ...]:
+        """What each PDB allows, in `inp.pdbs` order."""
+        return tuple(pdb.allowed for pdb in self.inp.pdbs)
+
+    def covered(self, unit: int) -> tuple[tuple[int, int], ...]:
+        """The PDBs selecting the unit's pods: (index in `inp.pdbs`, pods selected)."""
+        if not self.pod_pdbs:
+            return ()
+        found = self.covered_by.get(unit)
+        if found is None:
+            counts: dict[int, int] = {}
+            for row in self.rows(unit).tolist():
+                for index in self.pod_pdbs.get(row, ()):
+                    counts[index] = counts.get(index, 0) + 1
+            found = self.covered_by[unit] = tuple(sorted(counts.items()))
+        return found
+
+    def pdb_message(self, unit: int) -> str:
+        names = ", ".join(f"{self.inp.pdbs[i].key} (allows {self.inp.pdbs[i].allowed})" for i, _ in self.covered(unit))
+        return f"evicting it would exceed PodDisruptionBudget {names}"
+
+    def removable(self, rows: IntArray, local: IntArray) -> pod_by_pod.Removable:
+        """These candidate rows (on domain-local nodes `local`) as `pod_by_pod` items, their units ranked
+        by `ordering.importance_key`."""
+        inp = self.inp
+        nodes = int(local.max(initial=0)) + 1
+        _, first, item_of = np.unique(inp.pod_unit[rows] * nodes + local, return_index=True, return_inverse=True)
+        item_unit = inp.pod_unit[rows[first]]
+        units, back = np.unique(item_unit, return_inverse=True)
+        pods = self.unit_bounds[units + 1] - self.unit_bounds[units]
+        priority = self.unit_priority[units]
+        rank = np.empty(len(units), dtype=np.int64)
+        rank[sorted(range(len(units)), key=lambda at: self.importance(int(units[at])))] = np.arange(len(units))
+        covered: dict[int, tuple[tuple[int, int], ...]] = {}
+        if len(self.pdb_rows):
+            for unit in units[np.isin(units, inp.pod_unit[self.pdb_rows])].tolist():
+                covered[unit] = self.covered(unit)
+        return pod_by_pod.Removable(
+            node=local[first],
+            unit=item_unit,
+            request=_sums(item_of, inp.pod_requests[rows], len(first)),
+            rank=rank[back],
+            priority=priority[back],
+            pods=pods[back],
+            covered=covered,
+            allowed=self.allowed,
+        )
 
 
 def search(inp: SearchInput) -> Decision:
@@ -202,10 +267,15 @@ def search(inp: SearchInput) -> Decision:
     for index, shape in enumerate(shapes):
         for member in shape.members.tolist():
             member_shape[member] = index
-    ctx = _Context(inp, unit_priority, by_unit, bounds, _pdbs_by_pod(inp), shapes, member_shape)
-    results = [r for dom, dom_rows in _domains(ctx, rows) if (r := _search_domain(ctx, dom, dom_rows)) is not None]
+    pod_pdbs = _pdbs_by_pod(inp)
+    pdb_rows = np.array(sorted(pod_pdbs), dtype=np.int64)
+    ctx = _Context(inp, unit_priority, by_unit, bounds, pod_pdbs, shapes, member_shape, pdb_rows)
+    search_in = _search_cluster if pre.is_group else _search_node
+    results = [r for dom, dom_rows in _domains(ctx, rows) if (r := search_in(ctx, dom, dom_rows)) is not None]
     if not results:
         return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
+    if pre.is_group and (other := _pod_by_pod(ctx, rows, results[0])) is not None:
+        results.append(other)
     results.sort(key=lambda r: r.score)
     rejection: tuple[Status, tuple[str, ...]] | None = None
     for result in results:
@@ -293,20 +363,147 @@ def _sums(local_nodes: IntArray, requests: IntArray, nodes: int) -> IntArray:
     return out
 
 
-def _search_domain(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainResult | None:
+def _search_node(ctx: _Context, dom: IntArray, rows: IntArray) -> _DomainResult:
+    """A lone pod's domain, one node where removing every candidate fits it: kube-scheduler's per-node
+    selection in the cheapest order of its ties (`ties`), which on one node is the KEP's order; its
+    highest victim is the binary search's bound."""
+    inp = ctx.inp
+    node = int(dom[0])
+    units = sorted(set(inp.pod_unit[rows].tolist()), key=ctx.importance)
+    index = {unit: at for at, unit in enumerate(units)}
+    requests = _sums(
+        np.array([index[u] for u in inp.pod_unit[rows].tolist()], dtype=np.int64), inp.pod_requests[rows], len(units)
+    )
+    room = inp.free[node] + requests.sum(axis=0) - inp.preemptor.requests[0]
+    candidates = [
+        ties.Unit(tuple(request), int(ctx.unit_priority[unit]), len(ctx.rows(unit)), ctx.covered(unit))
+        for unit, request in zip(units, requests.tolist(), strict=True)
+    ]
+    outcome = ties.cheapest(room.tolist(), candidates, ctx.allowed)
+    victims = [unit for unit, back in zip(units, outcome.kept, strict=True) if not back]
+    bound = max((candidates[index[u]].priority for u in victims), default=None)
+    violating = {u: ctx.pdb_message(u) for u, over in zip(units, outcome.violating, strict=True) if over}
+    spared = []
+    keys = inp.units.keys
+    for unit, back in zip(units, outcome.kept, strict=True):
+        value = candidates[index[unit]].priority
+        if not back:
+            continue
+        if bound is not None and value > bound:
+            message = f"priority {value} is above {bound}, the lowest bound at which the preemptor fits"
+            spared.append(Spared(keys[unit], value, SEARCH_PLUGIN, SpareReason.ABOVE_BOUND, message))
+        elif unit in violating:
+            spared.append(Spared(keys[unit], value, SEARCH_PLUGIN, SpareReason.PDB, violating[unit]))
+        else:
+            message = "the preemptor still fits with it in place"
+            spared.append(Spared(keys[unit], value, SEARCH_PLUGIN, SpareReason.REPRIEVED, message))
+    kept = np.array(outcome.kept, dtype=bool)
+    remaining = (room - requests[kept].sum(axis=0)).reshape(1, -1)
+    placement = _Placement(1, np.zeros(1, dtype=np.int64), remaining)
+    return _result(ctx, dom, victims, violating, spared, placement, bound)
+
+
+def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainResult | None:
+    """The other plan for a pod group: its members placed one at a time (`pod_by_pod`), each in a
+    one-node domain as kube-scheduler preempts for a basic group, built twice: ranking each member's
+    victims as kube-scheduler does, and counting every set up to the KEP plan's PDB violations and
+    highest priority as equal (the set reaches them anyway unless this plan does better). Kept when it
+    places as many
+    members and is cheaper by kube-scheduler's ranking; KEP-5710 leaves room for it ("consider few
+    potential placements ... and choose the one that ... optimizes the number of victims").
+
+    Without PDB violations in the KEP plan, only candidates up to its highest victim can take part
+    (above it this plan could only cost more); the plan is not built at all when the KEP plan's victims
+    are provably the fewest and cheapest any placement takes: no PDB violated, its highest victim at the
+    binary-search bound (for one member shape the bound is exact), its pods as few as
+    `pod_by_pod.fewest_pods` allows and all of the lowest priority among those candidates."""
+    inp, pre = ctx.inp, ctx.inp.preemptor
+    violations, ceiling, total, pods, _ = kep.score
+    if not kep.victims:
+        return None
+    if violations == 0:
+        rows = rows[ctx.unit_priority[inp.pod_unit[rows]] <= ceiling]
+        lowest = int(ctx.unit_priority[inp.pod_unit[rows]].min())
+        if len(ctx.shapes) == 1 and ceiling == kep.bound and total == pods * lowest:
+            shape = ctx.shapes[0]
+            fewest = pod_by_pod.fewest_pods(
+                inp.free,
+                inp.pod_node[rows],
+                inp.pod_requests[rows],
+                shape.request,
+                shape.mask,
+                int((kep.assign >= 0).sum()),
+            )
+            if pods <= fewest:
+                return None
+    local = inp.pod_node[rows]
+    removable = ctx.removable(rows, local)
+    dom = np.arange(len(inp.node_names), dtype=np.int64)
+    best: tuple[tuple[int, int, int, int, float], _Placement, BoolArray] | None = None
+    for floor in ((0, ties.NONE[1]), (violations, ceiling)):
+        plan = pod_by_pod.plan(inp.free, removable, pre.requests, pre.masks, floor)
+        placed = plan.assign >= 0
+        if placed.sum() < (kep.assign >= 0).sum():
+            continue
+        taken = np.isin(inp.pod_unit[rows], plan.victims)
+        remaining = inp.free + _sums(local[taken], inp.pod_requests[rows[taken]], len(dom))
+        remaining -= _sums(plan.assign[placed], pre.requests[placed], len(dom))
+        placement = _Placement(int(placed.sum()), plan.assign, remaining)
+        score = _result(ctx, dom, plan.victims, {}, [], placement, None).score
+        if score < kep.score and (best is None or score < best[0]):
+            best = (score, placement, taken)
+    if best is None:
+        return None
+    _, placement, taken = best
+    return _reprieve(ctx, dom, ctx.shapes, rows[taken], local, placement, ceiling, rows, {}, [])
+
+
+def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainResult | None:
+    """A pod group's search over the whole cluster, in KEP-5710's order.
+
+    1. Remove every candidate and place the preemptor: if fewer than `min_count` members fit, preemption
+       cannot help.
+    2. Reprieve the units whose eviction would violate a PodDisruptionBudget (counted most important
+       first, as upstream), most important first, each only if the placement survives it, moving members
+       to other nodes with room if need be (best effort).
+    3. Binary-search the remaining candidates' distinct priorities for the lowest bound at which removing
+       the candidates up to it still places as many members as step 1 (at the top, step 2's placement).
+    4. Reprieve what is under the bound, most important first, the PDB-violating ones step 2 could not
+       keep first (as upstream).
+
+    Step 2 before step 3 keeps a PDB that a bound searched first would give up: the bound would leave
+    out non-violating units above it before the PDB is considered (issue 20).
+    """
     inp = ctx.inp
     pre = inp.preemptor
     rows = dom_rows[np.argsort(ctx.unit_priority[inp.pod_unit[dom_rows]], kind="stable")]
     local = np.searchsorted(dom, inp.pod_node[rows])
+    free = inp.free[dom]
+    shapes = [_Shape(s.members, s.request, s.mask[dom]) for s in ctx.shapes]
+    everything = _place(
+        shapes, len(pre.members), free, local, inp.pod_requests[rows], ctx.unit_priority[inp.pod_unit[rows]]
+    )
+    best = everything.placed
+    if best < pre.min_count or best == 0:
+        return None
+    violating = _violating(ctx, rows)
+    spared: list[Spared] = []
+    if violating:
+        ordered = sorted(violating, key=ctx.importance)
+        room = _Room.of(ctx, dom, shapes, everything, ordered)
+        kept = [u for u in ordered if room.give_back(u, move=True)]
+        for unit in kept:
+            info = inp.units[unit]
+            spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.PDB, violating.pop(unit)))
+        left = np.isin(inp.pod_unit[rows], kept, invert=True)
+        rows, local = rows[left], local[left]
     row_priority = ctx.unit_priority[inp.pod_unit[rows]]
     levels = np.unique(row_priority)
     ends = np.searchsorted(row_priority, levels, side="right")
-    free = inp.free[dom]
-    shapes = [_Shape(s.members, s.request, s.mask[dom]) for s in ctx.shapes]
-    tried: dict[int, _Placement] = {}
+    tried: dict[int, _Placement] = {len(levels) - 1: everything}
 
     def place(level: int) -> _Placement:
-        """Place the preemptor with every candidate of priority <= levels[level] removed (-1: none)."""
+        """Place the preemptor with every remaining candidate of priority <= levels[level] removed (-1: none)."""
         if level not in tried:
             end = int(ends[level]) if level >= 0 else 0
             tried[level] = _place(
@@ -314,9 +511,6 @@ def _search_domain(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainR
             )
         return tried[level]
 
-    best = place(len(levels) - 1).placed
-    if best < pre.min_count or best == 0:
-        return None
     low, high = -1, len(levels) - 1
     while low < high:
         middle = (low + high) // 2
@@ -326,8 +520,9 @@ def _search_domain(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainR
             low = middle + 1
     chosen = place(high)
     bound_priority = int(levels[high]) if high >= 0 else None
-    victim_rows = rows[: int(ends[high]) if high >= 0 else 0]
-    return _reprieve(ctx, dom, shapes, victim_rows, local, chosen, bound_priority, rows)
+    end = int(ends[high]) if high >= 0 else 0
+    victim_rows = rows[:end]
+    return _reprieve(ctx, dom, shapes, victim_rows, local, chosen, bound_priority, rows, violating, spared)
 
 
 def _place(
@@ -396,61 +591,123 @@ def _reprieve(
     placement: _Placement,
     bound: int | None,
     candidate_rows: IntArray,
+    violating: dict[int, str],
+    spared: list[Spared],
 ) -> _DomainResult:
     """Assume the preemptor, then give back every unit that still fits, most important first.
 
     Units whose pods all sit on nodes no member uses are given back in bulk (they fit: those rows
     return to their pre-preemption values). The rest go one by one, PDB-violating ones first, each
-    touching only its own nodes' rows; when a unit does not fit back, the members it would crowd
-    out may move to other nodes with room (so a PDB-covered pod is not lost to where the greedy
-    placement happened to put a member), and the unit is reprieved only if they all move.
+    touching only its own nodes' rows; a unit that crowds out members comes back if they can move to
+    room the units still to be decided leave free (`_Room.give_back`). Then every candidate on a node
+    members use is accounted for: preempted, given back, above the bound, or never taken (a plan of
+    `pod_by_pod` removes only what it needs).
     """
     inp = ctx.inp
-    remaining = placement.remaining
     used = np.zeros(len(dom), dtype=bool)
     used[placement.assign[placement.assign >= 0]] = True
-    node_local = np.full(len(inp.node_names), -1, dtype=np.int64)
-    node_local[dom] = np.arange(len(dom))
     victim_units = np.unique(inp.pod_unit[victim_rows])
     touching = np.unique(inp.pod_unit[candidate_rows[used[local_all]]])
     on_used = victim_units[np.isin(victim_units, touching)]
     bulk = victim_units[np.isin(victim_units, on_used, invert=True)]
     bulk_rows = victim_rows[np.isin(inp.pod_unit[victim_rows], bulk)]
     if len(bulk_rows):
-        remaining = remaining - _sums(node_local[inp.pod_node[bulk_rows]], inp.pod_requests[bulk_rows], len(dom))
+        placement.remaining -= _sums(
+            np.searchsorted(dom, inp.pod_node[bulk_rows]), inp.pod_requests[bulk_rows], len(dom)
+        )
     ordered = sorted(on_used.tolist(), key=ctx.importance)
-    violating = _violating(ctx, ordered)
-    roomy: set[int] = set()
-    for shape in shapes:
-        roomy.update(np.flatnonzero(shape.mask & (remaining >= shape.request).all(axis=1)).tolist())
-    spared: list[Spared] = []
-    victims: list[int] = []
-    for unit in [u for u in ordered if u in violating] + [u for u in ordered if u not in violating]:
-        rows = ctx.rows(unit)
-        rows = rows[node_local[inp.pod_node[rows]] >= 0]
-        nodes = node_local[inp.pod_node[rows]]
-        np.subtract.at(remaining, nodes, inp.pod_requests[rows])
-        touched = nodes if len(nodes) == 1 else np.unique(nodes)
-        if (remaining[touched] >= 0).all() or _displace(
-            ctx.member_shape, shapes, placement.assign, remaining, touched, roomy
-        ):
-            info = inp.units[unit]
-            if unit in violating:
-                spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.PDB, violating[unit]))
-            else:
-                message = "the preemptor still fits with it in place"
-                spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.REPRIEVED, message))
+    order = [u for u in ordered if u in violating] + [u for u in ordered if u not in violating]
+    room = _Room.of(ctx, dom, shapes, placement, order)
+    victims = [u for u in order if not room.give_back(u, move=True)]
+    preempted = set(victims)
+    keys, priority = inp.units.keys, ctx.unit_priority
+    fits = "the preemptor still fits with it in place"
+    for unit in order:
+        if unit in preempted:
             continue
-        np.add.at(remaining, nodes, inp.pod_requests[rows])
-        victims.append(unit)
-    if bound is not None:
-        above = np.unique(inp.pod_unit[candidate_rows[used[local_all]]])
-        for unit in sorted(above.tolist(), key=ctx.importance):
-            info = inp.units[unit]
-            if info.priority > bound:
-                message = f"priority {info.priority} is above {bound}, the lowest bound at which the preemptor fits"
-                spared.append(Spared(info.key, info.priority, SEARCH_PLUGIN, SpareReason.ABOVE_BOUND, message))
+        if unit in violating:
+            spared.append(Spared(keys[unit], int(priority[unit]), SEARCH_PLUGIN, SpareReason.PDB, violating[unit]))
+        else:
+            spared.append(Spared(keys[unit], int(priority[unit]), SEARCH_PLUGIN, SpareReason.REPRIEVED, fits))
+    tried = preempted | set(order)
+    for unit in sorted(set(touching.tolist()) - tried, key=ctx.importance):
+        value = int(priority[unit])
+        if bound is not None and value > bound:
+            message = f"priority {value} is above {bound}, the lowest bound at which the preemptor fits"
+            spared.append(Spared(keys[unit], value, SEARCH_PLUGIN, SpareReason.ABOVE_BOUND, message))
+        else:
+            spared.append(Spared(keys[unit], value, SEARCH_PLUGIN, SpareReason.REPRIEVED, fits))
     return _result(ctx, dom, victims, violating, spared, placement, bound)
+
+
+@dataclass(slots=True)
+class _Room:
+    """A placement's room on the domain's nodes while units are given back (`placement` changes in place).
+
+    `pending` is what the units still to be decided take on each node: a member may only move onto room
+    they would leave it (`give_back`). `roomy` is a superset of the nodes with room for some member:
+    room only grows on nodes members leave, so `_displace` checks these few rows instead of scanning
+    every node per attempt.
+    """
+
+    ctx: _Context
+    shapes: list[_Shape]
+    placement: _Placement
+    node_local: IntArray
+    pending: IntArray
+    roomy: set[int]
+
+    @staticmethod
+    def of(ctx: _Context, dom: IntArray, shapes: list[_Shape], placement: _Placement, units: list[int]) -> _Room:
+        """The room of `placement` while `units` are given back, in any order."""
+        inp = ctx.inp
+        node_local = np.full(len(inp.node_names), -1, dtype=np.int64)
+        node_local[dom] = np.arange(len(dom))
+        rows = np.concatenate([ctx.rows(u) for u in units]) if units else np.zeros(0, dtype=np.int64)
+        local = node_local[inp.pod_node[rows]]
+        inside = local >= 0
+        pending = _sums(local[inside], inp.pod_requests[rows[inside]], len(dom))
+        roomy: set[int] = set()
+        for shape in shapes:
+            roomy.update(np.flatnonzero(shape.mask & (placement.remaining >= shape.request).all(axis=1)).tolist())
+        return _Room(ctx, shapes, placement, node_local, pending, roomy)
+
+    def _inside(self, unit: int) -> tuple[IntArray, IntArray]:
+        """The unit's pod rows on the domain's nodes, and those nodes (domain-local indices)."""
+        inp = self.ctx.inp
+        rows = self.ctx.rows(unit)
+        nodes = self.node_local[inp.pod_node[rows]]
+        inside = nodes >= 0
+        return rows[inside], nodes[inside]
+
+    def give_back(self, unit: int, move: bool = False) -> bool:
+        """Put the unit back if the members still fit where they are.
+
+        With `move`, members it would crowd out may move to other nodes with room, and the unit goes
+        back only if they all move: so a PDB-covered pod is not lost to where the placement happened to
+        put a member, nor a more important unit to a less important one. A member only moves onto room
+        that the units still to be decided would leave free; room that exists only while they are out
+        would keep this unit at the price of several of them (issue 20)."""
+        inp = self.ctx.inp
+        remaining = self.placement.remaining
+        rows, nodes = self._inside(unit)
+        requests = inp.pod_requests[rows]
+        if len(nodes) == 1:
+            remaining[nodes[0]] -= requests[0]
+            self.pending[nodes[0]] -= requests[0]
+        else:
+            np.subtract.at(remaining, nodes, requests)
+            np.subtract.at(self.pending, nodes, requests)
+        touched = nodes if len(nodes) == 1 else np.unique(nodes)
+        if (remaining[touched] >= 0).all() or (
+            move
+            and _displace(
+                self.ctx.member_shape, self.shapes, self.placement.assign, remaining, self.pending, touched, self.roomy
+            )
+        ):
+            return True
+        np.add.at(remaining, nodes, requests)
+        return False
 
 
 def _displace(
@@ -458,14 +715,18 @@ def _displace(
     shapes: list[_Shape],
     assign: IntArray,
     remaining: IntArray,
+    pending: IntArray,
     nodes: IntArray,
     roomy: set[int],
 ) -> bool:
-    """Move members off the overfull `nodes` to nodes with room; on failure undo every move.
+    """Move members off the overfull `nodes` to nodes with room beyond `pending`; on failure undo every move.
 
     `roomy` is a superset of the nodes with room for some member: room only grows on nodes members
     leave, so checking these few rows replaces a scan of every node per attempt.
     """
+    excluded = set(nodes.tolist())
+    if not roomy - excluded:
+        return False
     shape_of = [shapes[index] for index in member_shape]
     moved: list[tuple[int, int]] = []
     for node in nodes.tolist():
@@ -475,13 +736,12 @@ def _displace(
             remaining[node] += shape_of[member].request
             assign[member] = -1
             moved.append((member, node))
-    excluded = set(nodes.tolist())
     targets = np.array(sorted(roomy - excluded), dtype=np.int64)
     placed: list[tuple[int, int]] = []
     feasible = bool((remaining[nodes] >= 0).all()) and len(targets) > 0
     for member, _ in moved if feasible else []:
         shape = shape_of[member]
-        room = shape.mask[targets] & (remaining[targets] >= shape.request).all(axis=1)
+        room = shape.mask[targets] & (remaining[targets] - pending[targets] >= shape.request).all(axis=1)
         if not room.any():
             feasible = False
             break
@@ -505,14 +765,17 @@ def _importance(ctx: _Context, unit: int) -> Importance:
     return Importance(info.key, info.priority, info.whole_group, len(ctx.rows(unit)), info.started_at)
 
 
-def _violating(ctx: _Context, ordered: list[int]) -> dict[int, str]:
-    """Units whose eviction would exceed a PDB's allowance, counted in importance order (as upstream)."""
+def _violating(ctx: _Context, rows: IntArray) -> dict[int, str]:
+    """Units of these candidate rows whose eviction would exceed a PDB's allowance when every candidate
+    goes, counted in importance order (upstream's `filterPodsWithPDBViolation`). Only units with a pod
+    some PDB selects are sorted: the others can neither violate nor use up an allowance."""
     inp = ctx.inp
     if not inp.pdbs:
         return {}
+    covered = rows[np.isin(rows, ctx.pdb_rows)]
     allowed = [pdb.allowed for pdb in inp.pdbs]
     out: dict[int, str] = {}
-    for unit in ordered:
+    for unit in sorted(np.unique(inp.pod_unit[covered]).tolist(), key=ctx.importance):
         for row in ctx.rows(unit).tolist():
             for index in ctx.pod_pdbs.get(row, ()):
                 allowed[index] -= 1
@@ -532,24 +795,24 @@ def _result(
     bound: int | None,
 ) -> _DomainResult:
     inp = ctx.inp
+    chosen = np.array(victims, dtype=np.int64)
+    sizes = ctx.unit_bounds[chosen + 1] - ctx.unit_bounds[chosen]
+    priorities = ctx.unit_priority[chosen]
+    whole = inp.units.whole_group[chosen]
     reasons: dict[int, tuple[VictimReason, str]] = {}
-    pods = 0
-    priority_sum = 0
-    for unit in victims:
-        info = inp.units[unit]
-        size = len(ctx.rows(unit))
-        pods += size
-        priority_sum += size * info.priority
-        if info.whole_group and size > 1:
-            why = f"disruptionMode PodGroup: its {size} pods are preempted together"
-            reasons[unit] = (VictimReason.WHOLE_GROUP, why)
+    for unit, size, priority, group in zip(victims, sizes.tolist(), priorities.tolist(), whole.tolist(), strict=True):
+        if group and size > 1:
+            reasons[unit] = (
+                VictimReason.WHOLE_GROUP,
+                f"disruptionMode PodGroup: its {size} pods are preempted together",
+            )
         else:
-            why = f"priority {info.priority} is lower than the preemptor's {inp.preemptor.priority}"
+            why = f"priority {priority} is lower than the preemptor's {inp.preemptor.priority}"
             reasons[unit] = (VictimReason.LOWER_PRIORITY, why)
-    top = max((inp.units[u].priority for u in victims), default=np.iinfo(np.int64).min)
-    top_starts = [inp.units[u].started_at for u in victims if inp.units[u].priority == top]
-    earliest = min((s for s in top_starts if s is not None), default=float("inf"))
-    violations = sum(1 for u in victims if u in violating)
+    top = int(priorities.max()) if len(chosen) else int(np.iinfo(np.int64).min)
+    starts = inp.units.started_at[chosen[priorities == top]]
+    earliest = float(np.nanmin(starts)) if len(starts) and not np.isnan(starts).all() else float("inf")
+    violations = _violations(ctx, victims)
     return _DomainResult(
         victims,
         reasons,
@@ -558,9 +821,23 @@ def _result(
         dom,
         violations,
         {u: why for u, why in violating.items() if u in reasons},
-        (violations, int(top), priority_sum, pods, -earliest),
+        (violations, top, int((sizes * priorities).sum()), int(sizes.sum()), -earliest),
         bound,
     )
+
+
+def _violations(ctx: _Context, victims: list[int]) -> int:
+    """PodDisruptionBudget violations of a victim set: per PDB, the pods it selects preempted beyond its
+    allowance (kube-scheduler's first ranking criterion, counted on the set itself)."""
+    inp = ctx.inp
+    if not inp.pdbs or not victims:
+        return 0
+    used = [0] * len(inp.pdbs)
+    rows = np.concatenate([ctx.rows(u) for u in victims])
+    for row in rows[np.isin(rows, ctx.pdb_rows)].tolist():
+        for index in ctx.pod_pdbs[row]:
+            used[index] += 1
+    return sum(max(0, n - pdb.allowed) for n, pdb in zip(used, inp.pdbs, strict=True))
 
 
 def _unschedulable_message(ctx: _Context, rows: IntArray) -> str:

@@ -43,7 +43,7 @@ def test_demo_shows_a_preemption_a_protected_unit_and_the_bindings_that_follow(
     assert lines[0] == f"Simulated {NOW} .. 2026-03-01T12:15:31Z: 7 bound, 6 preempted, 0 pending"
     assert f"{NOW} preemptor ml/llama-finetune (priority 5000): preempting 4 unit(s)" in text
     assert (
-        "victims: 4 units (research/sweep, batch/etl-1, batch/etl-2, batch/etl-3), 5 pods on 2 nodes; "
+        "victims: 4 units (research/sweep, batch/etl-0, batch/etl-1, batch/etl-2), 5 pods on 2 nodes; "
         "pods by priority: 10 (3), 100 (2); by namespace: batch (3), research (2)"
     ) in text
     assert "binary-search bound: priority 100" in text
@@ -96,12 +96,12 @@ def test_json_decisions_carry_the_whole_explanation(capsys: pytest.CaptureFixtur
         "message": "disruptionMode PodGroup: its 2 pods are preempted together",
     }
     assert {v["unit"]: v["reason"] for v in first["victims"][1:]} == dict.fromkeys(
-        ("batch/etl-1", "batch/etl-2", "batch/etl-3"), "LowerPriority"
+        ("batch/etl-0", "batch/etl-1", "batch/etl-2"), "LowerPriority"
     )
     spared = {s["unit"]: (s["plugin"], s["reason"], s["until"]) for s in first["spared"]}
     assert spared == {
         "physics/sim-42": ("PreemptionToleration", "Protected", "2026-03-01T12:15:01Z"),
-        "batch/etl-0": ("WorkloadPreemption", "Reprieved", None),
+        "batch/etl-3": ("WorkloadPreemption", "Reprieved", None),
     }
     assert len(first["nominations"]) == 6 and all(set(n) == {"pod", "node"} for n in first["nominations"])
     assert (second["preemptor"], [v["unit"] for v in second["victims"]]) == ("ml/eval-harness", ["physics/sim-42"])
@@ -135,7 +135,7 @@ def test_per_victim_detail_only_with_verbose(capsys: pytest.CaptureFixture[str])
     assert "nominated ml/llama-finetune-0" not in text
     verbose = run(capsys, str(demo_path()), "-v")
     assert "  victim research/sweep (priority 100) on gpu-1: DisruptionModePodGroup" in verbose
-    assert "  spared batch/etl-0 (priority 10) by WorkloadPreemption: Reprieved" in verbose
+    assert "  spared batch/etl-3 (priority 10) by WorkloadPreemption: Reprieved" in verbose
     assert "  nominated ml/llama-finetune-0 -> gpu-0" in verbose
     assert "Preemptions" in verbose and "gpu-2" in verbose, "-v lists every preempted pod and every node"
 

@@ -363,6 +363,13 @@ def test_gang_example_spares_above_the_bound_and_reprieves(capsys: pytest.Captur
     assert "spared dev/dev-1 (priority 100) by WorkloadPreemption: AboveBinarySearchBound" in text
 
 
+def test_ties_example_keeps_the_tied_pod_whose_reprieval_costs_less(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20: of two victims of equal priority, the order that keeps the smaller one takes one pod, not two."""
+    report = json.loads(run_example(capsys, "preemption-ties.yaml", "json"))
+    assert {p["victim"] for p in report["preemptions"]} == {"batch/b"}
+    assert {b["pod"]: b["node"] for b in report["bindings"]} == {"ops/urgent": "node-a"}
+
+
 def test_a_protected_victim_is_replaced_by_the_next_cheapest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ class Case:
     want_spared: dict[str, SpareReason] = field(default_factory=dict)
     want_message: str = ""
     want_until: datetime | None = None
+    want_pdb_violations: int | None = None
 
 
 CASES = [
@@ -174,6 +175,128 @@ CASES = [
     pytest.param(
         Case(
             PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/a", "n0", 4000, 10)
+            .pod("ns/b", "n0", 2000, 30)
+            .pod("ns/c", "n0", 2000, 30)
+            .pod("ns/d", "n1", 1000, 50)
+            .pod("ns/e", "n1", 3000, 20)
+            .pod("ns/f", "n1", 4000, 30)
+            .pdb("ns/pdb", 0, ["ns/a", "ns/e"]),
+            [2000, 2000, 2000],
+            1000,
+            min_count=1,
+            want_victims=["ns/c", "ns/f"],
+            want_spared={"ns/a": SpareReason.PDB, "ns/e": SpareReason.PDB, "ns/b": SpareReason.REPRIEVED},
+            want_pdb_violations=0,
+        ),
+        id="issue 20: the PDB step comes before the binary search, so a PDB is kept at a higher bound",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .pod("ns/g", "n0", 1000, 50)
+            .pod("ns/h", "n0", 4000, 30)
+            .pod("ns/i", "n0", 1000, 20)
+            .pod("ns/j", "n0", 2000, 30),
+            [3000],
+            40,
+            want_victims=["ns/h"],
+            want_nominations={"default/preemptor": "n0"},
+        ),
+        id="issue 20: of two tied victims the one whose reprieval costs less is kept",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 4000)
+            .node("n1", 8000)
+            .node("n2", 8000)
+            .group("ns/g", [("n1", 3000), ("n0", 2000)], 10)
+            .pod("ns/p0", "n0", 2000, 50)
+            .pod("ns/p1", "n2", 4000, 30)
+            .pod("ns/bound-0", "n1", 3000, 5000)
+            .pod("ns/bound-1", "n2", 3000, 5000)
+            .pdb("ns/pdb", 1, ["ns/g-1", "ns/p0"]),
+            [3000],
+            1000,
+            min_count=1,
+            want_victims=["ns/g"],
+            want_pdb_violations=0,
+        ),
+        id="a group's pod-by-pod plan wins where the cluster-wide PDB step spares a unit no PDB needed",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 2000)
+            .node("n1", 4000)
+            .group("ns/g", [("n0", 2000), ("n1", 2000)], 20)
+            .pod("ns/p", "n1", 2000, 10),
+            [2000, 2000],
+            1000,
+            want_victims=["ns/g"],
+        ),
+        id="a gang's KEP plan wins where the pod-by-pod plan would take a pod before the unit that makes room for both",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/p0", "n0", 2000, 20)
+            .pod("ns/p1", "n0", 4000, 50)
+            .pod("ns/p2", "n0", 2000, 30)
+            .pod("ns/p3", "n1", 2000, 10)
+            .pod("ns/p4", "n1", 4000, 20)
+            .pod("ns/p5", "n1", 1000, 20)
+            .pod("ns/p6", "n1", 1000, 50),
+            [2000, 2000],
+            1000,
+            want_victims=["ns/p4"],
+            want_nominations={"default/m0": "n1", "default/m1": "n1"},
+        ),
+        id="a gang takes the one victim that makes room for both members (fuzz seed 2026 #161)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .group("ns/g", [("n1", 3000), ("n0", 3000), ("n1", 2000)], 30)
+            .pod("ns/p0", "n0", 2000, 30, started=2)
+            .pod("ns/p1", "n0", 3000, 30, started=1)
+            .pod("ns/p2", "n1", 3000, 10, started=1),
+            [4000, 4000],
+            40,
+            want_victims=["ns/g", "ns/p2"],
+        ),
+        id="a gang frees one node whole with its lowest pod rather than two at its own priority (fuzz seed 2026 #59)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
+            .node("n0", 8000)
+            .node("n1", 8000)
+            .pod("ns/g0-0", "n0", 2000, 20)
+            .pod("ns/g0-1", "n0", 2000, 20)
+            .group("ns/g1", [("n1", 2000), ("n1", 2000), ("n0", 3000)], 20)
+            .pod("ns/p0", "n0", 1000, 10)
+            .pod("ns/p1", "n1", 3000, 20)
+            .pod("ns/p2", "n1", 1000, 10)
+            .pdb("ns/b0", 1, ["ns/g0-0", "ns/g1-0"]),
+            [3000, 3000, 3000],
+            1000,
+            min_count=2,
+            want_victims=["ns/g1", "ns/p1"],
+        ),
+        id="a PodGroup-mode victim's room on its other node counts for the members it fits there (fuzz seed 5 #119)",
+    ),
+    pytest.param(
+        Case(
+            PlainCluster()
             .node("n1", 4000)
             .pod("ns/a", "n1", 4000, 1)
             .protect("ns/a", Status(Code.UNSCHEDULABLE, ("ran 10s of 60s",), "MinRuntime", UNTIL)),
@@ -200,6 +323,8 @@ def test_search(case: Case) -> None:
     assert {s.key: s.reason for s in decision.spared if s.key in case.want_spared} == case.want_spared
     assert case.want_message in decision.message
     assert decision.until == case.want_until
+    if case.want_pdb_violations is not None:
+        assert decision.pdb_violations == case.want_pdb_violations, decision.explain(verbose=True)
 
 
 def test_reprieval_keeps_members_placed() -> None:

@@ -1,0 +1,298 @@
+"""A scenario on the real API server, in its own pool, for kube-scheduler (native API) or for Phalanx (our CRDs).
+
+The running pods are placed by the test itself, exactly where the scenario says: a lone pod is created
+with `spec.nodeName`; a group member (which our webhook gates) is created pending under a scheduler
+name nobody serves, ungated and bound with a Binding. Each then gets the status a kubelet would give
+it (Running, Ready, `startTime` and `PodScheduled` at its start time), so PodDisruptionBudgets count
+it healthy and both schedulers read the same start times. Victims have no grace period: a preempted
+pod is gone at once, with no kubelet needed.
+
+The preemptor is what differs. For kube-scheduler: a native `scheduling.k8s.io/v1alpha2` PodGroup and
+pods with `spec.schedulingGroup` under its profile's scheduler name; our webhook gates native members
+too (the stack renders the chart with `nativeWorkloadAPI`), so the test removes that gate, and
+kube-scheduler's own gang scheduling holds a gang until `minCount` members exist. For Phalanx: our
+PodGroup, created after its pods, so every member reaches the scheduler in the same pass.
+
+`settle` waits until every run has either bound all of its preemptor's pods or stayed unchanged for a
+while after its scheduler tried it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from tests.e2e.control_plane import Api, Json, collection_path, wait_for
+from tests.e2e.differential.ranking import Outcome
+from tests.e2e.differential.scenario import Group, Preemptor, Running, Scenario, Toleration
+from tests.e2e.objects import NATIVE, PHALANX, SCHEDULER_NAME, Pool, priority_class
+
+KUBE_SCHEDULER = "kube-scheduler"
+PHALANX_SCHEDULER = "phalanx"
+KUBE_SCHEDULER_NAME = "differential-kube-scheduler"
+"""The profile the fuzz's kube-scheduler serves: it never takes a pod of another test."""
+PLACED = "differential-placed"
+"""The scheduler name of the running pods the test binds itself: no scheduler serves it."""
+BUDGET_LABEL = "differential.phalanx.dev/budget"
+QUEUE_LABEL = "scheduling.phalanx.dev/queue"
+LAST_START = "scheduling.phalanx.dev/last-start-timestamp"
+TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io"
+QUIET_SECONDS = 5.0
+"""How long a run must stay unchanged, once its scheduler tried the preemptor, to count as settled."""
+
+
+def rfc3339(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Classes:
+    """The PriorityClasses scenarios use, one per (priority, toleration), made on first use and removed at the end."""
+
+    def __init__(self, api: Api, probe_namespace: str) -> None:
+        self.api = api
+        self.probe_namespace = probe_namespace
+        self.made: dict[tuple[int, Toleration | None], str] = {}
+
+    def name(self, priority: int, toleration: Toleration | None = None) -> str:
+        key = (priority, toleration)
+        if key not in self.made:
+            name = f"differential-p{priority}"
+            annotations = None
+            if toleration is not None:
+                name += f"-t{toleration.minimum_priority}-{str(toleration.seconds).replace('-', 'm')}"
+                annotations = {
+                    f"{TOLERATION}/minimum-preemptable-priority": str(toleration.minimum_priority),
+                    f"{TOLERATION}/toleration-seconds": str(toleration.seconds),
+                }
+            self.api.apply(priority_class(name, priority, annotations))
+            self._wait_admitted(name)
+            self.made[key] = name
+        return self.made[key]
+
+    def _wait_admitted(self, name: str) -> None:
+        """The Priority admission plugin resolves classes from its own informer: wait until it knows this one."""
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": self.probe_namespace},
+            "spec": {"priorityClassName": name, "containers": [{"name": "c", "image": "registry.example/app:1"}]},
+        }
+        path = f"{collection_path(probe)}?dryRun=All"
+        wait_for(lambda: self.api.request("POST", path, probe).status != 403, what=f"admission to see {name}")
+
+    def remove_all(self) -> None:
+        for name in self.made.values():
+            self.api.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+        self.made.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    bound: tuple[tuple[str, str], ...]
+    preempted: frozenset[str]
+    progress: tuple[tuple[str, str, str], ...]
+    """Per preemptor pod: nominated node and PodScheduled reason, so a preemption under way counts as change."""
+    tried: bool
+    """Every preemptor pod is bound or was found unschedulable by its scheduler."""
+
+
+@dataclass(eq=False)
+class Run:
+    """One scenario in one pool for one scheduler."""
+
+    scenario: Scenario
+    flavour: str
+    pool: Pool
+    classes: Classes
+    started: datetime | None = None
+    preemptor_docs: list[Json] = field(default_factory=list)
+
+    @property
+    def native(self) -> bool:
+        return self.flavour == KUBE_SCHEDULER
+
+    def queue(self, name: str) -> str:
+        return f"{self.pool.name}-{name}"
+
+    def group_class(self, group: Group) -> str:
+        return self.classes.name(group.priority, group.toleration)
+
+    def set_up(self, now: datetime) -> None:
+        """Nodes, queues, groups, running pods (placed, with status) and budgets; then the budgets' status."""
+        scenario, pool = self.scenario, self.pool
+        for cpu in scenario.nodes:
+            pool.add_nodes(1, cpu=str(cpu))
+        for queue in scenario.queues:
+            spec = {"parentQueue": self.queue(queue.parent) if queue.parent else None}
+            spec |= {"preemptMinRuntime": queue.preempt, "reclaimMinRuntime": queue.reclaim}
+            doc = {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": self.queue(queue.name)}}
+            pool.cluster_object({**doc, "spec": {k: v for k, v in spec.items() if v is not None}})
+        for group in scenario.groups:
+            policy: Json = {"basic": {}} if group.min_count is None else {"gang": {"minCount": group.min_count}}
+            doc = pool.pod_group(
+                group.name,
+                policy,
+                priority_class=self.group_class(group),
+                disruption_mode=group.mode,
+                api_version=NATIVE if self.native else PHALANX,
+                queue=self.queue(group.queue) if group.queue and not self.native else None,
+            )
+            if not self.native:
+                started = now - timedelta(minutes=group.started_minutes)
+                doc["metadata"]["annotations"] = {LAST_START: rfc3339(started)}
+            pool.create(doc)
+        for pod in scenario.running:
+            self._place(pod, now)
+        for budget in scenario.budgets:
+            pool.create(
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": budget.name, "namespace": pool.namespace},
+                    "spec": {
+                        "minAvailable": budget.min_available,
+                        "selector": {"matchLabels": {BUDGET_LABEL: budget.name}},
+                    },
+                }
+            )
+
+    def _place(self, pod: Running, now: datetime) -> None:
+        pool = self.pool
+        group = self.scenario.group(pod.group) if pod.group else None
+        labels = {BUDGET_LABEL: pod.budget} if pod.budget else {}
+        if pod.queue and not self.native:
+            labels[QUEUE_LABEL] = self.queue(pod.queue)
+        node = pool.nodes[pod.node]
+        doc = pool.pod(
+            pod.name,
+            cpu=str(pod.cpu),
+            priority_class=self.group_class(group) if group else self.classes.name(pod.priority, pod.toleration),
+            group=pod.group if not self.native else None,
+            native_group=pod.group if self.native else None,
+            node=None if group else node,
+            grace=0,
+            labels=labels,
+            scheduler_name=PLACED,
+        )
+        pool.create(doc)
+        path = f"/api/v1/namespaces/{pool.namespace}/pods/{pod.name}"
+        if group:
+            reply = pool.api.patch(
+                path, [{"op": "remove", "path": "/spec/schedulingGates"}], "application/json-patch+json"
+            )
+            assert reply.status == 200, reply.message
+            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod.name}}
+            pool.api.create(
+                f"{path}/binding", {**binding, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+            )
+        at = rfc3339(now - timedelta(minutes=pod.started_minutes))
+        conditions = [{"type": kind, "status": "True", "lastTransitionTime": at} for kind in ("PodScheduled", "Ready")]
+        status = {"status": {"phase": "Running", "startTime": at, "conditions": conditions}}
+        reply = pool.api.patch(f"{path}/status", status, "application/strategic-merge-patch+json")
+        assert reply.status == 200, reply.message
+
+    def budgets_ready(self) -> bool:
+        """The disruption controller has counted every budget's pods (both schedulers read its status)."""
+        for budget in self.scenario.budgets:
+            path = f"/apis/policy/v1/namespaces/{self.pool.namespace}/poddisruptionbudgets/{budget.name}"
+            status = (self.pool.api.get(path) or {}).get("status", {})
+            selected = sum(1 for p in self.scenario.running if p.budget == budget.name)
+            if status.get("observedGeneration") != 1 or status.get("currentHealthy") != selected:
+                return False
+        return True
+
+    def preemptor_manifests(self) -> list[Json]:
+        """Pods, then (Phalanx) the PodGroup that lets them all reach the scheduler in one pass."""
+        pre, pool = self.scenario.preemptor, self.pool
+        cls = self.classes.name(pre.priority)
+        scheduler = KUBE_SCHEDULER_NAME if self.native else SCHEDULER_NAME
+        if pre.policy == "pod":
+            return [pool.pod("preemptor", cpu=str(pre.cpu), priority_class=cls, scheduler_name=scheduler)]
+        pods = [
+            pool.pod(
+                name,
+                cpu=str(pre.cpu),
+                priority_class=cls,
+                group=None if self.native else "preemptor",
+                native_group="preemptor" if self.native else None,
+                scheduler_name=scheduler,
+            )
+            for name in pre.names
+        ]
+        group = pool.pod_group(
+            "preemptor",
+            _policy(pre),
+            priority_class=cls,
+            api_version=NATIVE if self.native else PHALANX,
+            queue=self.queue(pre.queue) if pre.queue and not self.native else None,
+        )
+        return [group, *pods] if self.native else [*pods, group]
+
+    def start(self) -> None:
+        self.started = datetime.now(UTC)
+        self.preemptor_docs = self.preemptor_manifests()
+        for doc in self.preemptor_docs:
+            self.pool.create(doc)
+        if self.native and self.scenario.preemptor.policy != "pod":
+            for name in self.scenario.preemptor.names:
+                path = f"/api/v1/namespaces/{self.pool.namespace}/pods/{name}"
+                patch = [{"op": "remove", "path": "/spec/schedulingGates"}]
+                reply = self.pool.api.patch(path, patch, "application/json-patch+json")
+                assert reply.status == 200, reply.message
+
+    def observe(self) -> Observation:
+        pods = self.pool.pods()
+        names = self.scenario.preemptor.names
+        bound, progress = [], []
+        tried = True
+        for name in names:
+            pod = pods.get(name, {})
+            node = pod.get("spec", {}).get("nodeName")
+            conditions = pod.get("status", {}).get("conditions", [])
+            reason = next((c.get("reason", "") for c in conditions if c["type"] == "PodScheduled"), "")
+            if node and not pod["metadata"].get("deletionTimestamp"):
+                bound.append((name, node))
+            elif reason != "Unschedulable":
+                tried = False
+            progress.append((name, pod.get("status", {}).get("nominatedNodeName", ""), reason))
+        preempted = frozenset(
+            p.name
+            for p in self.scenario.running
+            if p.name not in pods or pods[p.name]["metadata"].get("deletionTimestamp")
+        )
+        return Observation(tuple(bound), preempted, tuple(progress), tried)
+
+    def outcome(self, observation: Observation) -> Outcome:
+        index = {node: i for i, node in enumerate(self.pool.nodes)}
+        return Outcome({name: index[node] for name, node in observation.bound}, observation.preempted)
+
+
+def _policy(pre: Preemptor) -> Json:
+    return {"basic": {}} if pre.policy == "basic" else {"gang": {"minCount": pre.min_count}}
+
+
+def settle(runs: Iterable[Run], timeout: float = 120.0) -> dict[Run, Outcome]:
+    """Each run's outcome once all its preemptor's pods are bound, or nothing changed for QUIET_SECONDS
+    after its scheduler tried them all."""
+    pending = list(runs)
+    last: dict[Run, Observation] = {}
+    since: dict[Run, float] = {}
+    done: dict[Run, Outcome] = {}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for run in list(pending):
+            seen = run.observe()
+            now = time.monotonic()
+            if last.get(run) != seen:
+                last[run], since[run] = seen, now
+            everything = len(seen.bound) == len(run.scenario.preemptor.names)
+            if everything or (seen.tried and now - since[run] >= QUIET_SECONDS):
+                done[run] = run.outcome(seen)
+                pending.remove(run)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(f"{r.flavour} {r.scenario.name}: {last.get(r)}" for r in pending)
+            raise AssertionError(f"not settled after {timeout:.0f}s: {names}")
+        time.sleep(0.3)
+    return done

@@ -1,0 +1,135 @@
+"""How the differential fuzz compares two schedulers' outcomes on one scenario: kube-scheduler's own ranking.
+
+kube-scheduler picks among candidate victim sets by `pickOneNodeForPreemption`: fewest PodDisruptionBudget
+violations, then the lowest highest victim priority, the smallest sum of priorities, the fewest victims
+(`pkg/scheduler/framework/preemption`). The fuzz ranks what each scheduler actually deleted that way,
+after what matters more to the preemptor: how many of its pods were bound. A PDB's violations are the
+pods it selects that were preempted beyond what it allowed.
+
+A `disruptionMode: PodGroup` group is one unit (KEP-5710): preempting any of its pods disrupts all of
+them, so all of them are counted, whoever preempted. Phalanx always takes such a group whole (DESIGN.md,
+invariant 3); kube-scheduler 1.36.2, preempting for a lone pod node by node, deletes only the member it
+needs and leaves the rest of the unit running, and `compare` says so when it happens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.e2e.differential.scenario import Scenario
+
+Cost = tuple[int, int, int, int]
+NOTHING: Cost = (0, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a scheduler did with the scenario: preemptor pod -> node index, and the running pods it removed."""
+
+    bound: dict[str, int]
+    preempted: frozenset[str]
+
+    def same_as(self, other: Outcome) -> bool:
+        """The same pods preempted and the same nodes used, how many times each: members of a group ask
+        the same, so which member a node got is the order of events, not a decision."""
+        return self.preempted == other.preempted and sorted(self.bound.values()) == sorted(other.bound.values())
+
+
+def disrupted(scenario: Scenario, preempted: frozenset[str]) -> frozenset[str]:
+    """The preempted pods and every pod of a `PodGroup`-mode group one of them belongs to."""
+    broken = {p.group for p in scenario.running if p.name in preempted and p.group}
+    whole = {g.name for g in scenario.groups if g.name in broken and g.mode == "PodGroup"}
+    return preempted | {p.name for p in scenario.running if p.group in whole}
+
+
+def cost(scenario: Scenario, preempted: frozenset[str], whole: bool = True) -> Cost:
+    """(PDB violations, highest victim priority, sum of victim priorities, victims) of the pods disrupted
+    (with `whole`) or only of those preempted; (0, 0, 0, 0) for none."""
+    if whole:
+        preempted = disrupted(scenario, preempted)
+    victims = [p for p in scenario.running if p.name in preempted]
+    if not victims:
+        return NOTHING
+    violations = 0
+    for budget in scenario.budgets:
+        selected = [p for p in scenario.running if p.budget == budget.name]
+        allowed = max(0, len(selected) - budget.min_available)
+        violations += max(0, sum(1 for p in selected if p.name in preempted) - allowed)
+    return (violations, max(p.priority for p in victims), sum(p.priority for p in victims), len(victims))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`same`, `better` or `worse` for Phalanx against kube-scheduler, and why, in one line."""
+
+    kind: str
+    why: str
+
+
+def compare(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> Verdict:
+    """More preemptor pods bound wins; at equal counts the cheaper victims by kube-scheduler's ranking."""
+    ours, theirs = cost(scenario, phalanx.preempted), cost(scenario, kube.preempted)
+    detail = (
+        f"bound {len(phalanx.bound)} vs {len(kube.bound)}; victims {sorted(phalanx.preempted)} {ours} "
+        f"vs kube-scheduler's {sorted(kube.preempted)} {theirs} (PDB violations, highest, sum, count)"
+    )
+    partial = sorted(disrupted(scenario, kube.preempted) - kube.preempted)
+    if partial:
+        detail += f"; kube-scheduler left {partial} of a disruptionMode PodGroup group running (counted as disrupted)"
+    if len(phalanx.bound) != len(kube.bound):
+        return Verdict("better" if len(phalanx.bound) > len(kube.bound) else "worse", detail)
+    if ours != theirs:
+        return Verdict("better" if ours < theirs else "worse", f"{_criterion(ours, theirs)}: {detail}")
+    return Verdict("same", detail)
+
+
+WHY_BETTER = {
+    "pod": (
+        "node by node, kube-scheduler puts pods of equal priority back in start-time order, which here kept "
+        "the costlier set on a node (or spent a PDB's allowance on the costlier of two tied pods); Phalanx "
+        "tries the orders of ties among equal priorities (scheduler/preemption/ties.py)"
+    ),
+    "basic": (
+        "kube-scheduler preempts a basic group pod by pod, each pod's node chosen alone with ties by start "
+        "time; Phalanx weighs the KEP's cluster-wide plan and a pod-by-pod plan whose members share the "
+        "room a victim frees and whose ties are tried both ways"
+    ),
+    "gang": (
+        "kube-scheduler places a gang with every candidate removed, by its scoring (which spreads), then "
+        "reprieves; Phalanx's binary search bounds the victims' priority and its plans put members where "
+        "their own victims cost least"
+    ),
+}
+BROKE_A_UNIT = (
+    "kube-scheduler deleted only the member it needed of a disruptionMode: PodGroup group, which KEP-5710 "
+    "preempts whole; the rest of that unit is disrupted too, and counted whole its set costs more"
+)
+
+
+def why_better(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> str:
+    """Which of the known reasons makes Phalanx's outcome better here."""
+    if len(phalanx.bound) > len(kube.bound):
+        return "more of the preemptor's pods bound"
+    if disrupted(scenario, kube.preempted) != kube.preempted:
+        as_deleted = cost(scenario, kube.preempted, whole=False)
+        if as_deleted <= cost(scenario, phalanx.preempted):
+            return BROKE_A_UNIT
+    return WHY_BETTER[scenario.preemptor.policy]
+
+
+def _criterion(ours: Cost, theirs: Cost) -> str:
+    names = ("PDB violations", "highest victim priority", "sum of victim priorities", "number of victims")
+    at = next(i for i in range(len(ours)) if ours[i] != theirs[i])
+    return f"{names[at]} {ours[at]} vs {theirs[at]}"
+
+
+def problems(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> list[str]:
+    """The fuzz's hard checks on Phalanx, whatever the ranking says."""
+    found = []
+    if not phalanx.bound and phalanx.preempted:
+        found.append(f"preempted {sorted(phalanx.preempted)} but bound nothing")
+    if cost(scenario, kube.preempted)[0] == 0 and cost(scenario, phalanx.preempted)[0] > 0:
+        found.append("violated a PodDisruptionBudget where kube-scheduler violated none")
+    if len(phalanx.bound) < len(kube.bound):
+        found.append(f"bound {len(phalanx.bound)} of the preemptor's pods, kube-scheduler {len(kube.bound)}")
+    return found

@@ -1,0 +1,239 @@
+"""Preemption scenarios as plain data: what the differential fuzz generates, runs and prints back.
+
+A `Scenario` is a small full cluster (2-5 nodes, whole CPUs) with running lone pods and pod groups
+of both policies and disruption modes, PodDisruptionBudgets over some pods, and a preemptor (a lone
+pod, a basic group or a gang). `protections` adds what kube-scheduler has no equivalent for:
+preemption toleration on PriorityClasses and min-runtime on a Queue tree. `random_scenario` draws one
+from a `random.Random`, so a seed reproduces a run; `Scenario.code()` prints it as the Python
+expression that builds it, to be pasted into `tests/e2e/test_differential.py` as a regression case.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+PRIORITIES = (10, 20, 30, 50)
+"""Few values, so that ties (the arbitrary part of kube-scheduler's order) are common."""
+STARTED_MINUTES = (5, 30, 120)
+"""How long ago running pods started: few values, so that equal start times are common too."""
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A PriorityClass's preemption-toleration policy (`toleration-seconds` < 0: forever)."""
+
+    minimum_priority: int
+    seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A running pod group; its members are the `Running` pods naming it, at its priority. Only a gang may
+    have `disruptionMode: PodGroup` (the webhook refuses it on a basic group)."""
+
+    name: str
+    priority: int
+    min_count: int | None = None
+    """None: a `basic` group; else a gang of this minCount."""
+    mode: str = "Pod"
+    queue: str | None = None
+    toleration: Toleration | None = None
+    started_minutes: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A pod bound to `nodes[node]`, started `started_minutes` ago."""
+
+    name: str
+    node: int
+    cpu: int
+    priority: int
+    group: str | None = None
+    budget: str | None = None
+    """The PodDisruptionBudget that selects it."""
+    toleration: Toleration | None = None
+    queue: str | None = None
+    """A lone pod's queue (label `scheduling.phalanx.dev/queue`)."""
+    started_minutes: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    name: str
+    min_available: int
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None = None
+    preempt: str | None = None
+    reclaim: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """`policy` is `pod` (one lone pod), `basic` or `gang`; every pod asks for `cpu` CPUs."""
+
+    policy: str
+    pods: int
+    cpu: int
+    priority: int
+    min_count: int = 1
+    queue: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return ["preemptor"] if self.policy == "pod" else [f"m{i}" for i in range(self.pods)]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    nodes: tuple[int, ...]
+    running: tuple[Running, ...]
+    preemptor: Preemptor
+    groups: tuple[Group, ...] = ()
+    budgets: tuple[Budget, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    name: str = ""
+
+    @property
+    def protections(self) -> bool:
+        """Whether it uses toleration or min-runtime, which only Phalanx (and its simulator) know."""
+        return bool(self.queues) or any(p.toleration for p in self.running) or any(g.toleration for g in self.groups)
+
+    def group(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+    def members(self, group: str) -> list[Running]:
+        return [p for p in self.running if p.group == group]
+
+    def code(self) -> str:
+        """The Python expression that builds this scenario, fields at their defaults left out."""
+        return _code(self, 0)
+
+
+def _code(value: Any, depth: int) -> str:
+    pad = "    " * (depth + 1)
+    if isinstance(value, tuple):
+        if not value:
+            return "()"
+        items = [_code(v, depth + 1) for v in value]
+        if all(not isinstance(v, (tuple, Scenario)) for v in value) and len(", ".join(items)) < 80:
+            return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+        return "(\n" + "".join(f"{pad}{item},\n" for item in items) + "    " * depth + ")"
+    if hasattr(value, "__dataclass_fields__"):
+        given = [(f.name, getattr(value, f.name)) for f in fields(value) if getattr(value, f.name) != f.default]
+        args = [f"{name}={_code(v, depth + 1)}" for name, v in given]
+        flat = f"{type(value).__name__}({', '.join(args)})"
+        if len(flat) + len(pad) <= 110 and "\n" not in flat:
+            return flat
+        return f"{type(value).__name__}(\n" + "".join(f"{pad}{arg},\n" for arg in args) + "    " * depth + ")"
+    return repr(value)
+
+
+def random_scenario(rng: random.Random, name: str, protections: bool = False) -> Scenario:
+    """A full (or nearly full) cluster and a preemptor that needs room; `protections` adds toleration and
+    min-runtime. Group members share their group's priority; budgets select lone pods or members."""
+    nodes = tuple(rng.choice((4, 8)) for _ in range(rng.randint(2, 5)))
+    room = list(nodes)
+    groups: list[Group] = []
+    running: list[Running] = []
+    queues = _queues(rng) if protections else ()
+    leaves = [q.name for q in queues if q.name != "root"]
+    tolerations = _tolerations(rng) if protections else {}
+    for g in range(rng.choice((0, 1, 1, 2))):
+        size = rng.randint(2, 3)
+        priority = rng.choice(PRIORITIES)
+        placed = 0
+        for _ in range(size):
+            node = rng.randrange(len(nodes))
+            cpu = rng.randint(1, 3)
+            if room[node] >= cpu:
+                room[node] -= cpu
+                running.append(Running(f"g{g}-{placed}", node, cpu, priority, group=f"g{g}"))
+                placed += 1
+        if placed:
+            gang = rng.random() < 0.5
+            groups.append(
+                Group(
+                    f"g{g}",
+                    priority,
+                    min_count=rng.randint(1, placed) if gang else None,
+                    mode=rng.choice(("Pod", "PodGroup")) if gang else "Pod",
+                    queue=rng.choice([None, *leaves]) if leaves else None,
+                    toleration=tolerations.get(priority),
+                    started_minutes=rng.choice(STARTED_MINUTES),
+                )
+            )
+    started = {g.name: g.started_minutes for g in groups}
+    running = [replace(p, started_minutes=started[p.group or ""]) for p in running]
+    count = 0
+    for node, capacity in enumerate(nodes):
+        while room[node] > 0 and (room[node] == capacity or rng.random() < 0.9):
+            cpu = rng.randint(1, min(4, room[node]))
+            priority = rng.choice(PRIORITIES)
+            running.append(
+                Running(
+                    f"p{count}",
+                    node,
+                    cpu,
+                    priority,
+                    toleration=tolerations.get(priority),
+                    queue=rng.choice([None, *leaves]) if leaves and rng.random() < 0.3 else None,
+                    started_minutes=rng.choice(STARTED_MINUTES),
+                )
+            )
+            room[node] -= cpu
+            count += 1
+    budgets: list[Budget] = []
+    for b in range(rng.choice((0, 0, 1, 1, 2))):
+        free = [p for p in running if p.budget is None]
+        if not free:
+            break
+        chosen = {p.name for p in rng.sample(free, rng.randint(1, min(3, len(free))))}
+        budgets.append(Budget(f"b{b}", len(chosen) - rng.choice((0, 0, 1))))
+        running = [replace(p, budget=f"b{b}") if p.name in chosen else p for p in running]
+    return Scenario(
+        nodes=nodes,
+        running=tuple(running),
+        preemptor=_preemptor(rng, max(nodes), leaves),
+        groups=tuple(groups),
+        budgets=tuple(budgets),
+        queues=queues,
+        name=name,
+    )
+
+
+def _preemptor(rng: random.Random, largest: int, leaves: list[str]) -> Preemptor:
+    policy = rng.choice(("pod", "pod", "basic", "gang"))
+    priority = rng.choice((40, 1000))
+    queue = rng.choice([None, *leaves]) if leaves and policy != "pod" else None
+    if policy == "pod":
+        return Preemptor("pod", 1, rng.randint(1, min(4, largest)), priority)
+    pods = rng.randint(2, 4)
+    min_count = rng.randint(1, pods) if policy == "gang" else 1
+    return Preemptor(policy, pods, rng.randint(1, min(4, largest)), priority, min_count, queue)
+
+
+def _queues(rng: random.Random) -> tuple[Queue, ...]:
+    """A root and two leaves, min-runtimes at either level: long ones protect, short ones have run out."""
+    durations = (None, "1m", "1h")
+    return (
+        Queue("root", preempt=rng.choice(durations), reclaim=rng.choice(durations)),
+        Queue("team-a", "root", preempt=rng.choice(durations), reclaim=rng.choice(durations)),
+        Queue("team-b", "root", preempt=rng.choice(durations), reclaim=rng.choice(durations)),
+    )
+
+
+def _tolerations(rng: random.Random) -> dict[int, Toleration]:
+    """Some priority levels tolerate preemptors below 1000 (or below 40): forever, for an hour (running
+    pods started 5 minutes ago are then protected, older ones not), or for a minute (run out)."""
+    out = {}
+    for priority in PRIORITIES:
+        if rng.random() < 0.4:
+            out[priority] = Toleration(rng.choice((41, 1001)), rng.choice((-1, 3600, 60)))
+    return out

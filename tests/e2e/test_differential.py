@@ -1,0 +1,390 @@
+"""Differential fuzz against kube-scheduler 1.36.2 on the real API server (issue 20): never a worse victim set.
+
+Each scenario (`differential/scenario.py`) runs twice on the session's control plane, in two pools of
+its own: through kube-scheduler on the native `scheduling.k8s.io/v1alpha2` API and through `phalanx
+scheduler` on our CRDs, all scenarios of a batch at once. Phalanx must bind at least as many of the
+preemptor's pods and preempt no costlier a set by kube-scheduler's own ranking (`differential/ranking.py`);
+it must preempt nothing when it binds nothing, and violate no PodDisruptionBudget where kube-scheduler
+violated none. Scenarios with preemption toleration or min-runtime, which kube-scheduler does not know,
+are checked against `phalanx simulate` instead: fed the same cluster (dumped just before the preemptor
+came), it must predict what the live scheduler did, the same pods preempted and the same nodes used.
+
+The seed is printed and can be given back: `PHALANX_FUZZ_SEED=N make fuzz`. `make test` runs a short fuzz
+(`PHALANX_FUZZ_SCENARIOS`, default 10, and `PHALANX_FUZZ_PROTECTED`, default 4); `make fuzz` a long one,
+whose summary (`PHALANX_FUZZ_REPORT`) counts same, better and worse and says why each "better" is.
+A failing scenario is printed as code to paste into `REGRESSIONS` (or, with protections, into
+`PROTECTION_REGRESSIONS`) below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.control_plane import ControlPlane, wait_for
+from tests.e2e.differential.kube_scheduler import KubeScheduler
+from tests.e2e.differential.live import KUBE_SCHEDULER, PHALANX_SCHEDULER, Classes, Run, settle
+from tests.e2e.differential.prediction import dump, predict
+from tests.e2e.differential.ranking import Cost, Outcome, compare, cost, problems, why_better
+from tests.e2e.differential.scenario import (
+    Budget,
+    Group,
+    Preemptor,
+    Queue,
+    Running,
+    Scenario,
+    Toleration,
+    random_scenario,
+)
+from tests.e2e.objects import Pool
+from tests.e2e.stack import Stack
+
+SEED = int(os.environ.get("PHALANX_FUZZ_SEED") or time.time_ns() % 1_000_000)
+SCENARIOS = int(os.environ.get("PHALANX_FUZZ_SCENARIOS", "10"))
+PROTECTED = int(os.environ.get("PHALANX_FUZZ_PROTECTED", "4"))
+BATCH = int(os.environ.get("PHALANX_FUZZ_BATCH", "10"))
+"""Scenarios run at once (each in two pools): the schedulers settle them in parallel."""
+REPORT = os.environ.get("PHALANX_FUZZ_REPORT")
+"""A file the long run writes its summary to (the counts and every "better", explained)."""
+
+REGRESSIONS = [
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("a", node=0, cpu=4, priority=10, budget="ae"),
+                Running("b", node=0, cpu=2, priority=30),
+                Running("c", node=0, cpu=2, priority=30),
+                Running("d", node=1, cpu=1, priority=50),
+                Running("e", node=1, cpu=3, priority=20, budget="ae"),
+                Running("f", node=1, cpu=4, priority=30),
+            ),
+            preemptor=Preemptor("basic", pods=3, cpu=2, priority=1000),
+            budgets=(Budget("ae", min_available=2),),
+            name="issue 20, 1",
+        ),
+        (0, 30, 60, 2),
+        id="issue 20: a basic group keeps the PDB kube-scheduler keeps",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(8,),
+            running=(
+                Running("g", node=0, cpu=1, priority=50),
+                Running("h", node=0, cpu=4, priority=30),
+                Running("i", node=0, cpu=1, priority=20),
+                Running("j", node=0, cpu=2, priority=30),
+            ),
+            preemptor=Preemptor("pod", pods=1, cpu=3, priority=40),
+            name="issue 20, 2",
+        ),
+        (0, 30, 30, 1),
+        id="issue 20: a lone pod takes one tied victim where one is enough",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("g0-0", node=1, cpu=2, priority=10, group="g0", started_minutes=120),
+                Running("g0-1", node=0, cpu=2, priority=10, group="g0", started_minutes=120),
+                Running("g0-2", node=1, cpu=3, priority=10, group="g0", started_minutes=120),
+                Running("g1-0", node=1, cpu=2, priority=10, group="g1"),
+                Running("g1-1", node=0, cpu=2, priority=10, group="g1", budget="b0"),
+                Running("p0", node=0, cpu=1, priority=10, budget="b0"),
+                Running("p1", node=0, cpu=1, priority=10),
+                Running("p2", node=0, cpu=1, priority=30),
+                Running("p3", node=0, cpu=1, priority=20),
+                Running("p4", node=1, cpu=1, priority=30, budget="b0", started_minutes=5),
+            ),
+            preemptor=Preemptor("basic", pods=3, cpu=1, priority=1000),
+            groups=(
+                Group("g0", priority=10, min_count=3, mode="PodGroup", started_minutes=120),
+                Group("g1", priority=10),
+            ),
+            budgets=(Budget("b0", min_available=3),),
+            name="seed 982111 #4",
+        ),
+        (0, 10, 20, 2),
+        id="fuzz seed 982111 #4: the last member of a basic group does not take a whole gang for one pod's room",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("g0-0", node=1, cpu=3, priority=30, group="g0", started_minutes=5),
+                Running("g0-1", node=0, cpu=3, priority=30, group="g0", started_minutes=5),
+                Running("g0-2", node=1, cpu=2, priority=30, group="g0", started_minutes=5),
+                Running("p0", node=0, cpu=2, priority=30, started_minutes=5),
+                Running("p1", node=0, cpu=3, priority=30, started_minutes=120),
+                Running("p2", node=1, cpu=3, priority=10, started_minutes=120),
+            ),
+            preemptor=Preemptor("gang", pods=2, cpu=4, priority=40, min_count=2),
+            groups=(Group("g0", priority=30, min_count=1, mode="PodGroup", started_minutes=5),),
+            name="seed 2026 #59",
+        ),
+        (0, 30, 100, 4),
+        id="fuzz seed 2026 #59: a gang frees one node whole with its lowest pod",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8, 4, 8),
+            running=(
+                Running("g0-0", node=2, cpu=1, priority=20, group="g0"),
+                Running("g0-1", node=3, cpu=2, priority=20, group="g0", budget="b1"),
+                Running("p0", node=0, cpu=2, priority=20, started_minutes=120),
+                Running("p1", node=0, cpu=4, priority=50, started_minutes=5),
+                Running("p2", node=0, cpu=2, priority=30, started_minutes=5),
+                Running("p3", node=1, cpu=2, priority=10, budget="b1", started_minutes=5),
+                Running("p4", node=1, cpu=4, priority=20, started_minutes=5),
+                Running("p5", node=1, cpu=1, priority=20, started_minutes=5),
+                Running("p6", node=1, cpu=1, priority=50),
+                Running("p7", node=2, cpu=1, priority=20, started_minutes=120),
+                Running("p8", node=2, cpu=1, priority=30, budget="b1"),
+                Running("p9", node=2, cpu=1, priority=20, started_minutes=5),
+                Running("p10", node=3, cpu=4, priority=30, budget="b0"),
+                Running("p11", node=3, cpu=1, priority=50, budget="b0", started_minutes=120),
+                Running("p12", node=3, cpu=1, priority=20, budget="b0"),
+            ),
+            preemptor=Preemptor("gang", pods=2, cpu=2, priority=1000, min_count=2),
+            groups=(Group("g0", priority=20, min_count=2),),
+            budgets=(Budget("b0", min_available=2), Budget("b1", min_available=2)),
+            name="seed 2026 #161",
+        ),
+        (0, 20, 20, 1),
+        id="fuzz seed 2026 #161: a gang takes the one pod that makes room for both members",
+    ),
+]
+
+PROTECTION_REGRESSIONS = [
+    pytest.param(
+        Scenario(
+            nodes=(4, 8, 8),
+            running=(
+                Running("g0-0", node=1, cpu=3, priority=10, group="g0"),
+                Running("g0-1", node=0, cpu=2, priority=10, group="g0", budget="b0"),
+                Running("p0", node=0, cpu=2, priority=30, budget="b0", started_minutes=120),
+                Running("p1", node=1, cpu=4, priority=50),
+                Running("p2", node=1, cpu=1, priority=30, budget="b1", queue="team-a", started_minutes=5),
+                Running("p3", node=2, cpu=1, priority=20, budget="b1", queue="team-a"),
+                Running("p4", node=2, cpu=2, priority=50, queue="team-a", started_minutes=5),
+                Running("p5", node=2, cpu=3, priority=10),
+                Running("p6", node=2, cpu=1, priority=50),
+                Running("p7", node=2, cpu=1, priority=10, queue="team-a"),
+            ),
+            preemptor=Preemptor("basic", pods=2, cpu=4, priority=1000, queue="team-b"),
+            groups=(Group("g0", priority=10, queue="team-a"),),
+            budgets=(Budget("b0", min_available=2), Budget("b1", min_available=2)),
+            queues=(
+                Queue("root", preempt="1h", reclaim="1m"),
+                Queue("team-a", parent="root", preempt="1h"),
+                Queue("team-b", parent="root", reclaim="1h"),
+            ),
+            name="seed 7 protected #8",
+        ),
+        id="min-runtime across queues, PDBs and a basic group: simulate binds the members on the same nodes",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 4),
+            running=(
+                Running("p0", node=0, cpu=4, priority=10, toleration=Toleration(1001, 3600), started_minutes=5),
+                Running("p1", node=1, cpu=2, priority=20, toleration=Toleration(1001, 60), started_minutes=5),
+                Running("p2", node=1, cpu=2, priority=30, toleration=Toleration(1001, -1)),
+            ),
+            preemptor=Preemptor("pod", pods=1, cpu=2, priority=1000),
+            name="toleration: for an hour, run out, forever",
+        ),
+        id="toleration spares the pod it protects and takes the one whose toleration ran out",
+    ),
+]
+
+_serial = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
+    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler")).start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def classes(stack: Stack) -> Iterator[Classes]:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "differential"}}
+    stack.api.apply(namespace)
+    made = Classes(stack.api, "differential")
+    yield made
+    made.remove_all()
+    stack.api.request("DELETE", "/api/v1/namespaces/differential")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """One scenario's runs: each scheduler's outcome, and with a prediction, simulate's and its report."""
+
+    live: dict[str, Outcome]
+    predicted: Outcome | None = None
+    report: Any = None
+
+
+def run(
+    stack: Stack, classes: Classes, scenarios: Sequence[Scenario], flavours: Sequence[str], work: Path | None = None
+) -> list[Outcomes]:
+    """Every scenario under every flavour at once, each in pools of its own; with `work`, also what
+    `phalanx simulate` predicts for each Phalanx run from the cluster as it was just before."""
+    now = datetime.now(UTC)
+    runs: list[Run] = []
+    try:
+        for scenario in scenarios:
+            for flavour in flavours:
+                pool = Pool(stack.plane, f"diff-{next(_serial)}-{flavour[0]}")
+                stack.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool.namespace}})
+                runs.append(Run(scenario, flavour, pool, classes))
+                runs[-1].set_up(now)
+        wait_for(lambda: all(r.budgets_ready() for r in runs), timeout=60, what="PodDisruptionBudgets counted")
+        before = {r: dump(r) for r in runs} if work is not None else {}
+        for r in runs:
+            r.start()
+        settled = settle(runs)
+        results = []
+        for scenario in scenarios:
+            mine = [r for r in runs if r.scenario is scenario]
+            live = {r.flavour: settled[r] for r in mine}
+            if work is None:
+                results.append(Outcomes(live))
+                continue
+            (ours,) = [r for r in mine if r.flavour == PHALANX_SCHEDULER]
+            predicted, report = predict(ours, before[ours], stack.scheduler_config(), work)
+            results.append(Outcomes(live, predicted, report))
+        return results
+    finally:
+        for r in runs:
+            r.pool.teardown()
+
+
+@pytest.fixture(scope="module")
+def regressions(stack: Stack, kube_scheduler: KubeScheduler, classes: Classes) -> dict[str, Outcomes]:
+    """Every regression case through both schedulers, all at once (each in pools of its own)."""
+    if stack.scheduler is None or not stack.scheduler.running:
+        stack.start_scheduler()
+    scenarios = [case.values[0] for case in REGRESSIONS]
+    outcomes = run(stack, classes, scenarios, (KUBE_SCHEDULER, PHALANX_SCHEDULER))
+    return {scenario.name: found for scenario, found in zip(scenarios, outcomes, strict=True)}
+
+
+@pytest.mark.parametrize(("scenario", "want_at_most"), REGRESSIONS)
+def test_regression(regressions: dict[str, Outcomes], scenario: Scenario, want_at_most: Cost) -> None:
+    """Issue 20's two scenarios and fuzz failures: not worse than kube-scheduler, nor than its best result
+    for them (`want_at_most`)."""
+    outcomes = regressions[scenario.name]
+    theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
+    verdict = compare(scenario, theirs, ours)
+    assert verdict.kind != "worse", verdict.why
+    assert problems(scenario, theirs, ours) == [], verdict.why
+    assert len(ours.bound) == len(scenario.preemptor.names), verdict.why
+    assert cost(scenario, ours.preempted) <= want_at_most, verdict.why
+
+
+def test_never_worse_than_kube_scheduler(phalanx: Stack, kube_scheduler: KubeScheduler, classes: Classes) -> None:
+    rng = random.Random(SEED)
+    scenarios = [random_scenario(rng, f"seed {SEED} #{i}") for i in range(SCENARIOS)]
+    print(f"\ndifferential fuzz: seed {SEED}, {SCENARIOS} scenarios (PHALANX_FUZZ_SEED={SEED} reproduces them)")
+    verdicts: dict[str, list[str]] = {"same": [], "better": [], "worse": []}
+    reasons: dict[str, int] = {}
+    failures = []
+    for start in range(0, len(scenarios), BATCH):
+        batch = scenarios[start : start + BATCH]
+        for scenario, outcomes in zip(
+            batch, run(phalanx, classes, batch, (KUBE_SCHEDULER, PHALANX_SCHEDULER)), strict=True
+        ):
+            theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
+            verdict = compare(scenario, theirs, ours)
+            verdicts[verdict.kind].append(f"{scenario.name}: {verdict.why}")
+            found = problems(scenario, theirs, ours)
+            if verdict.kind == "worse" or found:
+                failures.append(f"{scenario.name}: {'; '.join(found) or verdict.why}\n{regression(scenario, theirs)}")
+            if verdict.kind == "better":
+                reason = why_better(scenario, theirs, ours)
+                reasons[reason] = reasons.get(reason, 0) + 1
+                verdicts["better"][-1] += f"\n  why: {reason}\n{scenario.code()}"
+    summary = [
+        f"seed {SEED}: same {len(verdicts['same'])}, better {len(verdicts['better'])}, worse {len(verdicts['worse'])}"
+    ]
+    summary += [f"better {count}x: {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    summary += [f"better: {line}" for line in verdicts["better"]]
+    summary += [f"worse: {line}" for line in verdicts["worse"]]
+    print("\n".join(summary))
+    if REPORT:
+        same = [f"same: {line}" for line in verdicts["same"]]
+        Path(REPORT).write_text("\n".join(summary + same) + "\n")
+    assert not failures, "\n\n".join(failures)
+
+
+def test_simulator_predicts_the_live_scheduler(phalanx: Stack, classes: Classes, tmp_path: Path) -> None:
+    """Toleration and min-runtime: `phalanx simulate` on the same cluster does exactly what the live scheduler did."""
+    rng = random.Random(SEED + 1)
+    scenarios = [random_scenario(rng, f"seed {SEED} protected #{i}", protections=True) for i in range(PROTECTED)]
+    print(f"\nprotection fuzz: seed {SEED}, {PROTECTED} scenarios")
+    failures, protected = [], 0
+    for start in range(0, len(scenarios), BATCH):
+        batch = scenarios[start : start + BATCH]
+        found = predicted_and_live(phalanx, classes, batch, tmp_path)
+        for scenario, (live, predicted, spared) in zip(batch, found, strict=True):
+            protected += spared > 0
+            if not live.same_as(predicted):
+                failures.append(f"{scenario.name}: live {live}, simulate {predicted}\n{scenario.code()},")
+    line = f"protection seed {SEED}: {len(scenarios)} scenarios, {protected} with a candidate protected, "
+    line += f"simulate agreed with the live scheduler on {len(scenarios) - len(failures)}"
+    print(line)
+    if REPORT:
+        with Path(REPORT).open("a") as report:
+            report.write(line + "\n")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.fixture(scope="module")
+def protection_regressions(
+    stack: Stack, classes: Classes, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Outcome, Outcome, int]]:
+    if stack.scheduler is None or not stack.scheduler.running:
+        stack.start_scheduler()
+    scenarios = [case.values[0] for case in PROTECTION_REGRESSIONS]
+    found = predicted_and_live(stack, classes, scenarios, tmp_path_factory.mktemp("protection"))
+    return {scenario.name: outcome for scenario, outcome in zip(scenarios, found, strict=True)}
+
+
+@pytest.mark.parametrize("scenario", PROTECTION_REGRESSIONS)
+def test_protection_regression(
+    protection_regressions: dict[str, tuple[Outcome, Outcome, int]], scenario: Scenario
+) -> None:
+    live, predicted, _ = protection_regressions[scenario.name]
+    assert live.same_as(predicted), f"live {live}, simulate {predicted}"
+
+
+def predicted_and_live(
+    stack: Stack, classes: Classes, scenarios: Sequence[Scenario], work: Path
+) -> list[tuple[Outcome, Outcome, int]]:
+    """Per scenario: what the live scheduler did, what simulate predicted, and how many candidates the
+    prediction's decisions spared as protected (toleration or min-runtime)."""
+    found = []
+    for outcomes in run(stack, classes, scenarios, (PHALANX_SCHEDULER,), work):
+        assert outcomes.predicted is not None
+        decisions = outcomes.report["decisions"]
+        spared = sum(1 for d in decisions for s in d["spared"] if s["reason"] == "Protected")
+        found.append((outcomes.live[PHALANX_SCHEDULER], outcomes.predicted, spared))
+    return found
+
+
+def regression(scenario: Scenario, kube: Outcome) -> str:
+    """A failing scenario as an entry of `REGRESSIONS`, kube-scheduler's cost as the most it may cost."""
+    code = scenario.code().replace("\n", "\n    ")
+    return f"pytest.param(\n    {code},\n    {cost(scenario, kube.preempted)},\n    id={scenario.name!r},\n),"
