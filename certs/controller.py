@@ -168,10 +168,11 @@ class CertificateController:
         self._thread = threading.Thread(target=self._loop, args=(first,), name="cert-rotation", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop syncing; waits at most `timeout` for a sync under way (the thread is a daemon)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout)
 
     def _loop(self, due: dt.datetime) -> None:
         while not self._stop.wait(max(0.0, (due - self.clock()).total_seconds())):
