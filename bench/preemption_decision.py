@@ -1,4 +1,4 @@
-"""One preemption decision for a 64-pod gang on full nodes (DESIGN.md, Performance; issue 3).
+"""One preemption decision for a 64-pod gang on full nodes (docs/DESIGN.md, Performance; issue 3).
 
 Every node runs 10 pods that fill it; node i's pods all have priority class i % 10, so the optimal
 decision evicts 5 pods on each of 64 lowest-class nodes (320 victims), as kube-scheduler 1.36 found

@@ -16,7 +16,7 @@ Workloads (`--workloads`, default all three):
   creates `--pods` pods with 8 client threads. pods/s = pods / (first create -> last Binding seen).
   In both, the bench plays the nodes' kubelets: each bound pod becomes Running and Ready (one status
   patch, as `../shared/kube/kubelet.py` sends), so both schedulers see a real cluster's status churn.
-- `preempt`: the 64-pod gang preemption (DESIGN.md, Performance). Every node (32 CPU) is full with
+- `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
   1000:64). The optimal decision evicts 5 pods on each of GANG lowest-class nodes, all of class 0.
@@ -80,7 +80,7 @@ NODE_CPU = 32
 CLASSES = 5
 FILL_PER_NODE = 10
 PUBLISHED_KUBE_DECISION = {500: "235 s", 1000: "870-1,067 s"}
-"""kube-scheduler 1.36 (KEP-5710 gates) on this machine class, for the 64-pod gang (DESIGN.md)."""
+"""kube-scheduler 1.36 (KEP-5710 gates) on this machine class, for the 64-pod gang (docs/DESIGN.md, Performance)."""
 
 
 # --------------------------------------------------------------------------------------------- the API

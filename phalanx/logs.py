@@ -6,7 +6,7 @@ of each frame, never the frames' local variables. Rich tracebacks (structlog's c
 rich is installed) print every frame's locals, and a failed API call holds the client's request
 headers there, bearer token included; one such traceback was 36,000 lines (issue 11, defect 5).
 As a second guard, a bearer token or a PEM private key that still finds its way into a record
-(an exception message, a field) is masked before the line is written (DESIGN.md, invariant 8).
+(an exception message, a field) is masked before the line is written (docs/DESIGN.md, invariant 8).
 """
 
 from __future__ import annotations

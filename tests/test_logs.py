@@ -1,5 +1,5 @@
 """The log set-up of `phalanx scheduler` and `phalanx webhook` (`phalanx/logs.py`): plain tracebacks
-without frame locals, and credentials masked, in both formats (DESIGN.md, invariant 8)."""
+without frame locals, and credentials masked, in both formats (docs/DESIGN.md, invariant 8)."""
 
 from __future__ import annotations
 

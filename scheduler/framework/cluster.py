@@ -2,7 +2,7 @@
 
 Reads come from `objects()`, a consistent view (the informer cache, or the simulator's store). Writes
 are the few API calls a scheduler makes; each is idempotent so that a restarted scheduler can replay
-them (DESIGN.md, invariant 6). A write made during a pass that the server refuses raises
+them (docs/DESIGN.md, invariant 6). A write made during a pass that the server refuses raises
 `WriteRefused`, which fails only the unit it was for (invariant 7); `PassAborted` stops the pass.
 """
 
@@ -101,7 +101,7 @@ class AlreadyBound(Exception):
 
 class WriteRefused(Exception):
     """The API server refused a write, or it never completed (422, 409, 403, a 5xx or a timeout once
-    the back end's own retries are spent): only the unit it was made for fails (DESIGN.md, invariant 7).
+    the back end's own retries are spent): only the unit it was made for fails (docs/DESIGN.md, invariant 7).
 
     The message names the write, the object and the server's answer in one short line, e.g.
     `nominate ml/m1: 422 Invalid: Pod "m1" is invalid: ...`; it never carries request headers or

@@ -2,7 +2,7 @@
 
 A PodInfo is computed once per pod (requests parsed, priority resolved) so plugins never re-parse
 quantities or walk PriorityClasses in a hot loop. Its `priority` is the effective one: the PodGroup's
-for a member, whatever the pod's own class says (DESIGN.md, Priority).
+for a member, whatever the pod's own class says (docs/DESIGN.md, API: Priority).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ class SchedulingQueue:
 
     def back_off(self, key: str, now: datetime, attempts: int) -> datetime:
         """A write for unit `key` was refused: retry it once the backoff for `attempts` has passed
-        (returned), whether or not the cluster changes meanwhile (DESIGN.md, invariant 7)."""
+        (returned), whether or not the cluster changes meanwhile (docs/DESIGN.md, invariant 7)."""
         parked = _Parked(attempts, now, self._fingerprint, None)
         parked.until = self._backoff_until(parked)
         self._parked[key] = parked

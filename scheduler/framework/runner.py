@@ -8,7 +8,7 @@ that does not fit runs the PostFilter plugins, for the members still pending (ne
 pass); a proposal with victims or nominations is handed to the actuator. Time comes only from
 `cluster.now()`, so the same code runs on the simulator's clock.
 
-A write the API server refuses (or a bug in one unit's cycle) fails that unit only (DESIGN.md,
+A write the API server refuses (or a bug in one unit's cycle) fails that unit only (docs/DESIGN.md,
 invariant 7): a `FailedScheduling` Warning on it, `SchedulerError` on its pending members, and a retry
 after a backoff that doubles while the refusals go on; the pass goes on with the next unit. A refused
 Binding, which the back end sends in the background, is reported at the next pass and treated alike.
@@ -386,7 +386,7 @@ class Scheduler:
         for pod, row in trial:
             self._bind(pod, row, unit.key, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:
-            # The group just started running: min-runtime counts from here (DESIGN.md, min-runtime).
+            # The group just started running: min-runtime counts from here (docs/DESIGN.md, API: Min-runtime).
             self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
         if unit.group is not None:
             self._group_condition(unit.group, bool(trial) or not failures, failures)

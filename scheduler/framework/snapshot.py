@@ -2,7 +2,7 @@
 
 Free capacity is `allocatable - requested`, both (nodes x resources) int64 arrays in scheduling units
 (`scheduler.api.quantity`). Placing or removing a pod changes one row by its request vector, so a
-gang placement or a preemption trial never rebuilds the snapshot (DESIGN.md, Performance).
+gang placement or a preemption trial never rebuilds the snapshot (docs/DESIGN.md, Performance).
 """
 
 from __future__ import annotations

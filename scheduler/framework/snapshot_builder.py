@@ -33,7 +33,7 @@ DEFAULT_MAX_PODS = 110
 def effective_priority(
     pod: Pod, groups: dict[str, PodGroup], classes: dict[str, PriorityClass]
 ) -> tuple[ResolvedPriority, str | None]:
-    """A pod's priority and group key: its PodGroup's for a member, else its own (DESIGN.md, Priority).
+    """A pod's priority and group key: its PodGroup's for a member, else its own (docs/DESIGN.md, API: Priority).
 
     A priority already resolved at creation (`spec.priority`, which the Priority admission plugin
     fills in on a cluster) stands when its class has been deleted since, as kube-scheduler reads only

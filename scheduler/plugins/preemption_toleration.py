@@ -5,7 +5,7 @@ candidate tolerates a preemptor when its class carries a policy, the preemptor's
 `minimum-preemptable-priority`, and the toleration is forever (negative seconds), the candidate has
 no `PodScheduled=True` condition yet, or now is not after scheduled-time + toleration-seconds. A
 preemptor with `preemptionPolicy: Never` is tolerated by everyone. Divergences: a PodGroup member's
-class is its PodGroup's `priorityClassName` (DESIGN.md, Priority), a `PodGroup`-mode unit tolerates
+class is its PodGroup's `priorityClassName` (docs/DESIGN.md, API: Priority), a `PodGroup`-mode unit tolerates
 while any of its pods does, a bound pod without the condition counts from `status.startTime`
 (scenario files often carry only that), and `until` is the first whole second at which the
 toleration is over (upstream tolerates through the last instant, so the clock must land after it).

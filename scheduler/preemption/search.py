@@ -18,7 +18,7 @@ the latest start among the highest.
   cheapest, and the cheaper of the two is kept.
 
 Deliberate divergences from upstream 1.36: the binary search is implemented (upstream re-runs the
-whole placement per reprieval, which takes minutes on 1,000 nodes; DESIGN.md, Performance); a
+whole placement per reprieval, which takes minutes on 1,000 nodes; docs/DESIGN.md, Performance); a
 `disruptionMode: PodGroup` unit goes whole for a lone pod as well (upstream's pod-by-pod preemption
 deletes only the member it needs); ties go to the cheaper victims rather than to start time alone.
 """

@@ -103,7 +103,7 @@ def test_a_failed_certificate_sync_logs_no_token_and_a_short_record(
     apiserver: ApiServer, tmp_path: Path, log_format: str
 ) -> None:
     """The API refuses the Secret after start: the failure is logged with a plain traceback, no locals,
-    no bearer token, no private key (DESIGN.md, invariant 8; issue 11, defect 5)."""
+    no bearer token, no private key (docs/DESIGN.md, invariant 8; issue 11, defect 5)."""
     config = json.loads(apiserver.kubeconfig(tmp_path / "kubeconfig").read_text())
     config["users"][0]["user"]["token"] = TOKEN
     kubeconfig = tmp_path / "kubeconfig"

@@ -1,4 +1,4 @@
-"""A write the real API server refuses fails only its own unit (DESIGN.md invariant 7).
+"""A write the real API server refuses fails only its own unit (docs/DESIGN.md invariant 7).
 
 A ValidatingAdmissionPolicy refuses, with 422, every update our scheduler makes to the pods of one
 gang (so their gate cannot be removed). Another gang is scheduled meanwhile; the refused one says why

@@ -1,6 +1,6 @@
 """A scheduler killed in the middle of a preemption: its successor finishes the job, binds nothing twice, loses nothing.
 
-Invariant 6 of DESIGN.md, on the real API server: the first scheduler decides, nominates the members
+Invariant 6 of docs/DESIGN.md, on the real API server: the first scheduler decides, nominates the members
 and deletes the victims (which stay Terminating: they have a grace period), then dies by SIGKILL
 without releasing its Lease. The successor takes the Lease, rebuilds everything from the API and
 must neither preempt anyone else nor bind a member twice once the victims are gone.

@@ -1,4 +1,4 @@
-"""`phalanx scheduler` logs carry no credential and no frame locals (DESIGN.md, invariant 8; issue 11, defect 5).
+"""`phalanx scheduler` logs carry no credential and no frame locals (docs/DESIGN.md, invariant 8; issue 11, defect 5).
 
 The real CLI process runs against the loopback server with a distinctive bearer token in its
 kubeconfig; the server then makes one unit's write fail, either refused (a 422 the client raises

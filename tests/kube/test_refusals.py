@@ -1,4 +1,4 @@
-"""A write the API server refuses fails only its own unit (DESIGN.md, invariant 7; issue 11, defect 1).
+"""A write the API server refuses fails only its own unit (docs/DESIGN.md, invariant 7; issue 11, defect 1).
 
 The refused unit gets a Warning Event and is retried with backoff; the pass goes on, so other units
 are scheduled meanwhile, and the refused one is placed once the server accepts the write again.

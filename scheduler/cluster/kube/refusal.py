@@ -1,6 +1,6 @@
 """What the API server answered to a write that did not go through, in one short line.
 
-A refused write fails only its own unit (DESIGN.md, invariant 7), and the answer is what its
+A refused write fails only its own unit (docs/DESIGN.md, invariant 7), and the answer is what its
 Warning Event, its PodScheduled message and the log show. So it is built from the server's
 `Status` (code, reason, message), never from the client's exception text: that text carries
 response headers and whole bodies, and a traceback of it would carry the request's bearer token

@@ -7,7 +7,7 @@ after what matters more to the preemptor: how many of its pods were bound. A PDB
 pods it selects that were preempted beyond what it allowed.
 
 A `disruptionMode: PodGroup` group is one unit (KEP-5710): preempting any of its pods disrupts all of
-them, so all of them are counted, whoever preempted. Phalanx always takes such a group whole (DESIGN.md,
+them, so all of them are counted, whoever preempted. Phalanx always takes such a group whole (docs/DESIGN.md,
 invariant 3); kube-scheduler 1.36.2, preempting for a lone pod node by node, deletes only the member it
 needs and leaves the rest of the unit running, and `compare` says so when it happens.
 """

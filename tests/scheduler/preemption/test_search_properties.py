@@ -1,4 +1,4 @@
-"""Invariants 3 and 4 of DESIGN.md and delayed preemption's premise, on random clusters."""
+"""Invariants 3 and 4 of docs/DESIGN.md and delayed preemption's premise, on random clusters."""
 
 from __future__ import annotations
 

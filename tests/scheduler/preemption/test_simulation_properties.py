@@ -1,4 +1,4 @@
-"""DESIGN.md invariants 1, 3 and 4 end to end: random clusters run through `phalanx simulate -o json`."""
+"""docs/DESIGN.md invariants 1, 3 and 4 end to end: random clusters run through `phalanx simulate -o json`."""
 
 from __future__ import annotations
 
