@@ -349,12 +349,7 @@ class Scheduler:
     def _schedule_unit(self, unit: SchedulingUnit, memo: PlacementMemo, report: PassReport, placed: set[str]) -> None:
         snapshot = memo.snapshot
         state = CycleState()
-        own = {m.key for m in unit.members}
-        held = [
-            p
-            for p in snapshot.nominated
-            if p.key not in placed and p.key not in own and p.group_key != unit.key and p.priority >= unit.priority
-        ]
+        held = snapshot.held_against(unit)
         rows = [snapshot.nodes.index[p.pod.status.nominated_node_name or ""] for p in held]
         for pod, row in zip(held, rows, strict=True):
             snapshot.nodes.requested[row] += snapshot.nodes.usage(pod.requests)

@@ -19,7 +19,7 @@ from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
-from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -88,6 +88,25 @@ class Snapshot:
     """Pods labelled with a queue (`QUEUE_LABEL`), bound or not: checks over them need not walk every pod."""
     static_masks: dict[object, object] = field(default_factory=dict)
     """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
+
+    def holds_room(self, pod: PodInfo, unit: SchedulingUnit) -> bool:
+        """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
+        unit (the runner) and for finding it victims (`preemption.candidates`).
+
+        As kube-scheduler's `addGENominatedPods`: a pod nominated to a node keeps its room there against
+        pods of lower or equal priority. Not against its own unit (a member of the group, or the pod
+        itself), and not once this pass placed it: it then counts on that node as placed already.
+        """
+        return (
+            pod.priority >= unit.priority
+            and pod.key != unit.key
+            and pod.group_key != unit.key
+            and getattr(self.pods.get(pod.key), "node_name", None) is None
+        )
+
+    def held_against(self, unit: SchedulingUnit) -> list[PodInfo]:
+        """The nominated pods that hold room against `unit` (`holds_room`)."""
+        return [p for p in self.nominated if self.holds_room(p, unit)]
 
     def assume(self, pod: PodInfo, node: int) -> PodInfo:
         """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`).

@@ -260,11 +260,8 @@ def build_candidates(
     """Columnar search input for `unit`; victim filters run later, in `Candidates.decide`."""
     table = snapshot.nodes
     free = table.free() + running.freed
-    for held in snapshot.nominated:
-        # The unit's own members never hold room against it (as in the runner): one placed in this
-        # pass, on its nominated node, already counts there as placed.
-        if held.priority >= unit.priority and held.group_key != unit.key and held not in unit.members:
-            free[table.index[held.pod.status.nominated_node_name or ""]] -= table.usage(held.requests)
+    for held in snapshot.held_against(unit):
+        free[table.index[held.pod.status.nominated_node_name or ""]] -= table.usage(held.requests)
     selected: BoolArray = running.priority < unit.priority
     selected[running.members.get(unit.key, [])] = False
     pod_rows = np.flatnonzero(selected)

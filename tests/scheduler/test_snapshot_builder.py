@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from tests.builders import EPOCH, make_node, make_pod, make_podgroup
@@ -182,3 +183,40 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
         placed = kept.pods.get("default/p0")
         if placed is not None and placed.node_name is None and kept.nodes.names:
             kept.assume(placed, 0)  # a pass changes its copy; the next refresh must not see it
+
+
+def _unit(snapshot: Snapshot, key: str, priority: int) -> SchedulingUnit:
+    members = tuple(info for info in snapshot.pods.values() if info.key == key or info.group_key == key)
+    return SchedulingUnit(key, members, snapshot.groups.get(key), len(members), priority, "PreemptLowerPriority")
+
+
+@pytest.mark.parametrize(
+    ("unit", "priority", "placed", "want_held"),
+    [
+        pytest.param("default/low", 5, False, True, id="a nominee of higher priority holds room"),
+        pytest.param("default/low", 10, False, True, id="a nominee of equal priority holds room"),
+        pytest.param("default/low", 11, False, False, id="a nominee of lower priority holds none"),
+        pytest.param("default/nominee", 5, False, False, id="a pod holds no room against itself"),
+        pytest.param("default/g", 5, False, False, id="a member holds no room against its own group"),
+        pytest.param("default/low", 5, True, False, id="a nominee placed in this pass counts as placed, not held"),
+    ],
+)
+def test_a_nominated_pod_holds_room_by_one_rule(unit: str, priority: int, placed: bool, want_held: bool) -> None:
+    objects = cluster_of(
+        [
+            make_node("a").cap(cpu="8", memory="8Gi").obj(),
+            make_podgroup("g").gang(1).priority(10).obj(),
+            make_pod("nominee").req(cpu="1").priority(10).group("g").nominated("a").obj(),
+            make_pod("low").req(cpu="1").priority(5).obj(),
+        ]
+    )
+    snapshot = build_snapshot(objects, EPOCH, SchedulerConfiguration())
+    nominee = next(p for p in snapshot.nominated if p.key == "default/nominee")
+    if placed:
+        snapshot.assume(nominee, snapshot.nodes.index["a"])
+    if unit == "default/nominee":
+        against = SchedulingUnit(unit, (nominee,), None, 1, priority, "PreemptLowerPriority")
+    else:
+        against = _unit(snapshot, unit, priority)
+    assert snapshot.holds_room(nominee, against) is want_held
+    assert (nominee in snapshot.held_against(against)) is want_held
