@@ -10,6 +10,7 @@ COPY phalanx ./phalanx
 COPY scheduler ./scheduler
 COPY webhook ./webhook
 COPY certs ./certs
+COPY kube ./kube
 # A virtualenv is copied whole into the runtime stage: no compilers or build files there.
 RUN python -m venv /opt/phalanx \
  && /opt/phalanx/bin/pip install --upgrade pip \

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import structlog
 
+from kube.client import api_client
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.cluster.kube import SchedulerProcess, api_client_from
+from scheduler.cluster.kube import SchedulerProcess
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
 
@@ -96,7 +97,7 @@ def main() -> None:
     server.start()
     assert parent.recv() == "ready"
 
-    process = SchedulerProcess(api_client_from(kubeconfig), SchedulerConfiguration(), identity="bench")
+    process = SchedulerProcess(api_client(kubeconfig, "scheduler"), SchedulerConfiguration(), identity="bench")
     stop = threading.Event()
     profile = cProfile.Profile(time.thread_time) if args.timer == "cpu" else cProfile.Profile()
 

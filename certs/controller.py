@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 
 import structlog
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from certs.authority import KeyType
 from certs.rotation import CertificatePolicy, CertificateState, next_deadline, next_step
+from kube.errors import Conflict, NotFound, translated
 
 log = structlog.get_logger(__name__)
 
@@ -200,15 +200,14 @@ class CertificateController:
                 raise AssertionError("next_step returns a step for a missing state")
             body = _secret_body(self.settings, step.state, secret)
             try:
-                if secret is None:
-                    core.create_namespaced_secret(self.settings.namespace, body)
-                else:
-                    core.replace_namespaced_secret(self.settings.secret_name, self.settings.namespace, body)
-            except ApiException as err:
-                if err.status == 409:
-                    log.info("certificate secret changed by another replica", secret=self._secret_ref)
-                    continue
-                raise
+                with translated():
+                    if secret is None:
+                        core.create_namespaced_secret(self.settings.namespace, body)
+                    else:
+                        core.replace_namespaced_secret(self.settings.secret_name, self.settings.namespace, body)
+            except Conflict:  # a stale resourceVersion, or AlreadyExists when two replicas start together
+                log.info("certificate secret changed by another replica", secret=self._secret_ref)
+                continue
             log.info("certificate secret updated", secret=self._secret_ref, reason=step.reason)
             if next_step(step.state, policy, self.clock()) is None:
                 return step.state
@@ -216,11 +215,10 @@ class CertificateController:
 
     def _read_secret(self, core: client.CoreV1Api) -> client.V1Secret | None:
         try:
-            return core.read_namespaced_secret(self.settings.secret_name, self.settings.namespace)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+            with translated():
+                return core.read_namespaced_secret(self.settings.secret_name, self.settings.namespace)
+        except NotFound:
+            return None
 
     def _inject_ca_bundle(self, bundle_pem: bytes) -> None:
         admission = client.AdmissionregistrationV1Api(self.api_client)
@@ -229,22 +227,22 @@ class CertificateController:
         validating = self.settings.validating_webhook_configuration
         for _ in range(_MAX_ATTEMPTS):
             try:
-                _set_ca_bundle(
-                    mutating,
-                    wanted,
-                    lambda: admission.read_mutating_webhook_configuration(mutating),
-                    lambda obj: admission.replace_mutating_webhook_configuration(mutating, obj),
-                )
-                _set_ca_bundle(
-                    validating,
-                    wanted,
-                    lambda: admission.read_validating_webhook_configuration(validating),
-                    lambda obj: admission.replace_validating_webhook_configuration(validating, obj),
-                )
+                with translated():
+                    _set_ca_bundle(
+                        mutating,
+                        wanted,
+                        lambda: admission.read_mutating_webhook_configuration(mutating),
+                        lambda obj: admission.replace_mutating_webhook_configuration(mutating, obj),
+                    )
+                    _set_ca_bundle(
+                        validating,
+                        wanted,
+                        lambda: admission.read_validating_webhook_configuration(validating),
+                        lambda obj: admission.replace_validating_webhook_configuration(validating, obj),
+                    )
                 return
-            except ApiException as err:
-                if err.status != 409:
-                    raise
+            except Conflict:
+                continue
         raise RuntimeError(f"caBundle: gave up after {_MAX_ATTEMPTS} conflicting updates")
 
     def _write_files(self, state: CertificateState) -> None:
@@ -267,15 +265,14 @@ def _set_ca_bundle(
     read: Callable[[], _WebhookConfiguration],
     write: Callable[[_WebhookConfiguration], object],
 ) -> None:
-    """Point every webhook of one configuration at our CA bundle; 409 propagates to a retry."""
+    """Point every webhook of one configuration at our CA bundle; a `Conflict` propagates to a retry."""
     try:
-        obj = read()
-    except ApiException as err:
-        if err.status == 404:
-            # Not created yet, or removed by the chart's pre-delete hook: nothing to inject into.
-            log.warning("webhook configuration not found", name=name)
-            return
-        raise
+        with translated():
+            obj = read()
+    except NotFound:
+        # Not created yet, or removed by the chart's pre-delete hook: nothing to inject into.
+        log.warning("webhook configuration not found", name=name)
+        return
     webhooks = obj.webhooks or []
     if all(w.client_config.ca_bundle == wanted for w in webhooks):
         return

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import structlog
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+
+from kube.errors import NotFound, translated
 
 log = structlog.get_logger(__name__)
 
@@ -49,11 +50,10 @@ def remove_registration(
     removed = []
     for ref, delete in targets:
         try:
-            delete()
-        except ApiException as err:
-            if err.status == 404:
-                continue
-            raise
+            with translated():
+                delete()
+        except NotFound:
+            continue
         log.info("webhook registration removed", object=ref)
         removed.append(ref)
     return removed

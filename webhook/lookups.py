@@ -1,28 +1,25 @@
 """Watch-backed cache of the objects admission reads, with a direct read on a miss.
 
-One informer thread per resource: LIST, then WATCH from the list's resourceVersion with bookmarks;
-410 Expired relists, other failures back off and retry. A miss (a PodGroup created a moment before its
-pods, say) is read directly, so the cache may lag but an answer is never wrong because of it. Resources
-a cluster does not serve (our CRDs not installed, no native `scheduling.k8s.io/v1alpha2`) count as synced
-and empty and are retried now and then. Readiness waits until every informer has listed once.
+One informer per resource (`kube.informer`, the scheduler's too): LIST, then WATCH from the list's
+resourceVersion with bookmarks; 410 Gone relists, other failures back off and retry. A miss (a PodGroup
+created a moment before its pods, say) is read directly, so the cache may lag but an answer is never wrong
+because of it. Resources a cluster does not serve (our CRDs not installed, no native
+`scheduling.k8s.io/v1alpha2`) count as synced and empty and are listed again now and then, or at once when
+a direct read finds them served. Readiness waits until every informer has listed once.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import importlib.metadata
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import structlog
-from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
-from pydantic import ValidationError
+from kubernetes import client
 
+from kube.errors import ApiError, NotFound, translated
+from kube.informer import Informer, key
 from scheduler.api.meta import ApiModel
 from scheduler.api.pod_group import API_VERSION, GROUP, NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClass
@@ -63,176 +60,91 @@ NATIVE_WORKLOADS = Resource(_NATIVE_GROUP, _NATIVE_VERSION, "workloads", Workloa
 NATIVE_POD_GROUPS = Resource(_NATIVE_GROUP, _NATIVE_VERSION, "podgroups", PodGroup, True)
 
 
-USER_AGENT = f"phalanx-webhook/{importlib.metadata.version('phalanx')}"
-"""How the API server's audit log and metrics tell the webhook's requests from the scheduler's."""
+class Lookup:
+    """One resource: its informer's cache, else a direct read (a read of ours, retried once when it got no
+    answer: the client's own retries are off)."""
 
-
-def api_client_from(kubeconfig: str | None) -> client.ApiClient:
-    """A client from a kubeconfig file, or from the pod's service account when none is given."""
-    if kubeconfig:
-        api_client: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    else:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
-    api_client.user_agent = USER_AGENT
-    return api_client
-
-
-def _say(level: str, event: str, **fields: Any) -> None:
-    """Log from an informer thread; a closed or broken log stream must not kill the cache."""
-    with contextlib.suppress(Exception):
-        getattr(log, level)(event, **fields)
-
-
-class Informer:
-    """The cached objects of one resource, kept current by a list+watch loop in a daemon thread."""
-
-    def __init__(
-        self, api: client.CustomObjectsApi, resource: Resource, stop: threading.Event, watch_seconds: int = 240
-    ) -> None:
+    def __init__(self, api: Any, resource: Resource, watch_seconds: int) -> None:
         self.api = api
         self.resource = resource
-        self.items: dict[tuple[str, str], ApiModel] = {}
-        self.synced = threading.Event()
-        self.absent = False
-        self.wake = threading.Event()
-        """Set when a direct read finds an absent resource served (or on stop): list again now."""
-        self._stop = stop
-        self._watch_seconds = watch_seconds
-
-    def _parse(self, raw: Any) -> tuple[tuple[str, str], ApiModel] | None:
-        try:
-            obj = self.resource.model.model_validate(raw)
-        except ValidationError:
-            meta = raw.get("metadata", {}) if isinstance(raw, dict) else {}
-            _say(
-                "warning", "object ignored", resource=self.resource.name, name=meta.get("name"), reason="does not parse"
-            )
-            return None
-        meta = getattr(obj, "metadata", None)
-        return ((meta.namespace or "", meta.name) if meta else ("", "")), obj
-
-    def _list(self) -> str:
-        r = self.resource
-        listing = cast(
-            dict[str, Any], self.api.list_cluster_custom_object(r.group, r.version, r.plural, _request_timeout=30)
+        r = resource
+        self.informer: Informer[ApiModel] = Informer(
+            r.name,
+            lambda **kw: api.list_cluster_custom_object(r.group, r.version, r.plural, **kw),
+            r.model,
+            watch_timeout_seconds=watch_seconds,
+            request_timeout_seconds=30.0,
+            optional=not r.required,
+            absent_retry_seconds=ABSENT_RETRY_SECONDS,
         )
-        items = dict(filter(None, (self._parse(raw) for raw in listing.get("items") or [])))
-        self.items = items
-        self.absent = False
-        self.synced.set()
-        if not self._stop.is_set():
-            _say("info", "cache listed", resource=r.name, count=len(items))
-        return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
-    def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
-        r = self.resource
-        stream = watch.Watch()  # type: ignore[no-untyped-call]
-        yield from stream.stream(  # type: ignore[no-untyped-call]
-            self.api.list_cluster_custom_object,
-            r.group,
-            r.version,
-            r.plural,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_seconds,
-            _request_timeout=self._watch_seconds + 30,
-        )
-        self.last_resource_version = stream.resource_version or resource_version
-
-    def _watch(self, resource_version: str) -> str:
-        self.last_resource_version = resource_version
-        for event in self._events(resource_version):
-            parsed = self._parse(event.get("object"))
-            if parsed is None or event.get("type") == "BOOKMARK":
-                continue
-            key, obj = parsed
-            if event.get("type") == "DELETED":
-                self.items.pop(key, None)
-            else:
-                self.items[key] = obj
-            if self._stop.is_set():
-                break
-        return self.last_resource_version
-
-    def run(self) -> None:
-        backoff = 0.2
-        while not self._stop.is_set():
+    def _read(self, what: str, call: Any) -> Any:
+        """`call()`, sent once more at once when it got no answer (a pooled connection the server had closed,
+        say), as the client's own retries did; `NotFound` as it is, any other failure `LookupFailed`."""
+        for attempt in (1, 2):
             try:
-                resource_version = self._list()
-                backoff = 0.2
-                while not self._stop.is_set():
-                    resource_version = self._watch(resource_version)
-            except ApiException as err:
-                if self._stop.is_set():
-                    return
-                if err.status == 404 and not self.resource.required:
-                    self.items, self.absent = {}, True
-                    self.synced.set()
-                    _say("info", "resource not served", resource=self.resource.name)
-                    self.wake.wait(ABSENT_RETRY_SECONDS)
-                    self.wake.clear()
+                with translated():
+                    return call()
+            except NotFound:
+                raise
+            except ApiError as err:
+                if attempt == 1 and not err.status:
                     continue
-                if err.status == 410:
-                    _say("info", "watch expired", resource=self.resource.name)
-                    continue
-                _say("warning", "list or watch failed", resource=self.resource.name, status=err.status)
-            except Exception as err:
-                if self._stop.is_set():
-                    return
-                _say("warning", "list or watch failed", resource=self.resource.name, error=type(err).__name__)
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
+                raise LookupFailed(f"{what}: HTTP {err.status}" if err.status else f"{what}: {err.answer}") from None
+        raise AssertionError("unreachable")
 
     def get(self, namespace: str, name: str) -> ApiModel | None:
         """The cached object, else a direct read (None when the API says 404)."""
-        found = self.items.get((namespace if self.resource.namespaced else "", name))
+        r = self.resource
+        found = self.informer.get(key(namespace if r.namespaced else "", name))
         if found is not None:
             return found
-        r = self.resource
         try:
             if r.namespaced:
-                raw = self.api.get_namespaced_custom_object(
-                    r.group, r.version, namespace, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                raw = self._read(
+                    f"reading {r.plural} {namespace}/{name}",
+                    lambda: self.api.get_namespaced_custom_object(
+                        r.group, r.version, namespace, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                    ),
                 )
             else:
-                raw = self.api.get_cluster_custom_object(
-                    r.group, r.version, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                raw = self._read(
+                    f"reading {r.plural} {namespace}/{name}",
+                    lambda: self.api.get_cluster_custom_object(
+                        r.group, r.version, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                    ),
                 )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise LookupFailed(f"reading {r.plural} {namespace}/{name}: HTTP {err.status}") from None
-        except Exception as err:
-            raise LookupFailed(f"reading {r.plural} {namespace}/{name}: {type(err).__name__}") from None
+        except NotFound:
+            return None
         self._served()
-        parsed = self._parse(raw)
-        return parsed[1] if parsed else None
+        return self.informer.parse(raw) if isinstance(raw, dict) else None
 
     def _served(self) -> None:
         """A direct read succeeded: if the informer thinks the resource absent, it is served now."""
-        if self.absent:
-            self.wake.set()
+        if self.informer.absent:
+            self.informer.wake()
 
     def values(self) -> list[ApiModel]:
-        if self.synced.is_set() and not self.absent:
-            return list(self.items.values())
+        informer = self.informer
+        if informer.synced.is_set() and not informer.absent:
+            return list(informer.items().values())
         r = self.resource
         try:
             listing = cast(
                 dict[str, Any],
-                self.api.list_cluster_custom_object(
-                    r.group, r.version, r.plural, _request_timeout=READ_TIMEOUT_SECONDS
+                self._read(
+                    f"listing {r.plural}",
+                    lambda: self.api.list_cluster_custom_object(
+                        r.group, r.version, r.plural, _request_timeout=READ_TIMEOUT_SECONDS
+                    ),
                 ),
             )
-        except ApiException as err:
-            if err.status == 404 and self.absent:
+        except NotFound:
+            if informer.absent:
                 return []
-            raise LookupFailed(f"listing {r.plural}: HTTP {err.status}") from None
-        except Exception as err:
-            raise LookupFailed(f"listing {r.plural}: {type(err).__name__}") from None
+            raise LookupFailed(f"listing {r.plural}: HTTP 404") from None
         self._served()
-        return [parsed[1] for parsed in map(self._parse, listing.get("items") or []) if parsed]
+        return [parsed for raw in listing.get("items") or [] if (parsed := informer.parse(raw)) is not None]
 
 
 def _typed(obj: ApiModel | None, model: type[M]) -> M | None:
@@ -244,28 +156,24 @@ class KubeLookups:
 
     def __init__(self, api_client: client.ApiClient, watch_seconds: int = 240) -> None:
         api = client.CustomObjectsApi(api_client)
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         resources = (PRIORITY_CLASSES, QUEUES, WORKLOADS, POD_GROUPS, NATIVE_WORKLOADS, NATIVE_POD_GROUPS)
-        self.informers = {r: Informer(api, r, self._stop, watch_seconds) for r in resources}
+        self.lookups = {r: Lookup(api, r, watch_seconds) for r in resources}
+        self.informers = {r: lookup.informer for r, lookup in self.lookups.items()}
 
     def start(self) -> KubeLookups:
-        for resource, informer in self.informers.items():
-            thread = threading.Thread(target=informer.run, name=f"informer-{resource.name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        for informer in self.informers.values():
+            informer.start()
         # Quiet the daemon threads before the interpreter finalizes: one caught writing a log line then
         # aborts the process (SIGABRT). Threads blocked on a watch write nothing and are left behind.
         atexit.register(self.stop)
         return self
 
     def stop(self, timeout: float = 0.5) -> None:
-        self._stop.set()
-        for informer in self.informers.values():
-            informer.wake.set()
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for informer in self.informers.values():
+            informer.stop(timeout=0.0)
+        for informer in self.informers.values():
+            informer.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         """Block until every informer has listed once, or `timeout` seconds pass."""
@@ -276,22 +184,22 @@ class KubeLookups:
         return all(i.synced.is_set() for i in self.informers.values())
 
     def priority_class(self, name: str) -> PriorityClass | None:
-        return _typed(self.informers[PRIORITY_CLASSES].get("", name), PriorityClass)
+        return _typed(self.lookups[PRIORITY_CLASSES].get("", name), PriorityClass)
 
     def priority_classes(self) -> list[PriorityClass]:
-        return [pc for pc in self.informers[PRIORITY_CLASSES].values() if isinstance(pc, PriorityClass)]
+        return [pc for pc in self.lookups[PRIORITY_CLASSES].values() if isinstance(pc, PriorityClass)]
 
     def workload(self, api_version: str, namespace: str, name: str) -> Workload | None:
         resource = NATIVE_WORKLOADS if api_version == NATIVE_API_VERSION else WORKLOADS
         if api_version not in (API_VERSION, NATIVE_API_VERSION):
             return None
-        return _typed(self.informers[resource].get(namespace, name), Workload)
+        return _typed(self.lookups[resource].get(namespace, name), Workload)
 
     def pod_group(self, api_version: str, namespace: str, name: str) -> PodGroup | None:
         resource = NATIVE_POD_GROUPS if api_version == NATIVE_API_VERSION else POD_GROUPS
         if api_version not in (API_VERSION, NATIVE_API_VERSION):
             return None
-        return _typed(self.informers[resource].get(namespace, name), PodGroup)
+        return _typed(self.lookups[resource].get(namespace, name), PodGroup)
 
     def queue(self, name: str) -> Queue | None:
-        return _typed(self.informers[QUEUES].get("", name), Queue)
+        return _typed(self.lookups[QUEUES].get("", name), Queue)

@@ -95,17 +95,11 @@ def _write(path: Path, data: bytes, *, private: bool) -> None:
 
 
 def _uninstall(args: argparse.Namespace) -> int:
-    from kubernetes import client, config
-
     from certs.registration import remove_registration
+    from kube.client import api_client
 
-    if args.kubeconfig:
-        api_client = config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-    else:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api_client = client.ApiClient()
     removed = remove_registration(
-        api_client,
+        api_client(args.kubeconfig, "webhook"),
         namespace=args.namespace,
         secret_name=args.secret,
         mutating_webhook_configuration=args.mutating_webhook_configuration,

@@ -78,14 +78,14 @@ def run(args: argparse.Namespace) -> int:
         election = config.leader_election.model_copy(update={"leader_elect": args.leader_elect})
         config = config.model_copy(update={"leader_election": election})
 
-    from scheduler.cluster.kube.cluster import api_client_from
+    from kube.client import api_client
     from scheduler.cluster.kube.process import EXIT_SECONDS, SchedulerProcess
     from scheduler.metrics import serve
 
     signals = StopSignals()
     signals.start(deadline_seconds=EXIT_SECONDS)
     try:
-        api = api_client_from(args.kubeconfig)
+        api = api_client(args.kubeconfig, "scheduler")
     except Exception as err:
         return _fail(f"--kubeconfig: {err}")
     try:

@@ -46,12 +46,12 @@ def _start_certificate_controller(args: argparse.Namespace) -> CertificateContro
     )
     if settings is None:
         return None
+    from kube.client import api_client
     from phalanx.service_account import owner_reference
-    from webhook.lookups import api_client_from
 
     if not args.kubeconfig:
         settings = dataclasses.replace(settings, owner=owner_reference())
-    controller = CertificateController(settings, api_client_from(args.kubeconfig))
+    controller = CertificateController(settings, api_client(args.kubeconfig, "webhook"))
     controller.start()
     return controller
 
@@ -71,10 +71,10 @@ def _fail(message: str) -> int:
 def _check_startup(args: argparse.Namespace) -> tuple[str | None, CertificateController | None]:
     """What would stop the server from serving, as one line naming the setting, and the running certificate
     controller (in-cluster mode), which has written the files by the time this returns."""
-    from webhook.lookups import api_client_from
+    from kube.client import api_client
 
     try:
-        api_client_from(args.kubeconfig)
+        api_client(args.kubeconfig, "webhook")
     except Exception as err:
         return f"--kubeconfig: cannot load Kubernetes credentials: {err}", None
     try:
@@ -105,14 +105,15 @@ def run(args: argparse.Namespace) -> int:
     owned_dir = prepare_metrics_dir()
     from flask import Flask
 
+    from kube.client import api_client
     from webhook.app import create_app
-    from webhook.lookups import KubeLookups, api_client_from
+    from webhook.lookups import KubeLookups
     from webhook.rules.pod import PodSettings
 
     settings = PodSettings(scheduler_name=args.scheduler_name, gate_name=args.gate_name)
 
     def app_factory() -> Flask:
-        lookups = KubeLookups(api_client_from(args.kubeconfig)).start()
+        lookups = KubeLookups(api_client(args.kubeconfig, "webhook")).start()
         # Serve only once synced (bounded): a worker that answers earlier reads the API on every miss.
         lookups.wait_synced(timeout=args.sync_timeout)
         return create_app(lookups, settings, ready=lookups.synced)

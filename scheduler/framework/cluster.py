@@ -1,16 +1,20 @@
 """The Cluster Protocol: everything the scheduler asks of a back end (`cluster/memory`, `cluster/kube`).
 
-Reads come from `objects()`, a consistent view (the informer cache, or the simulator's store). Writes
-are the few API calls a scheduler makes; each is idempotent so that a restarted scheduler can replay
-them (docs/DESIGN.md, invariant 6). A write made during a pass that the server refuses raises
-`WriteRefused`, which fails only the unit it was for (invariant 7); `PassAborted` stops the pass.
+Reads come from `objects()`, a consistent view (the informer cache with the writes in flight, or the
+simulator's store). Writes are the few API calls a scheduler makes; each is idempotent so that a restarted
+scheduler can replay them (docs/DESIGN.md, invariant 6). A write that the server refuses fails only the
+unit it was for (invariant 7): made before the call returns, it raises `WriteRefused`; sent in the
+background, it is in the back end's `ledger` as a `Refusal` naming that unit. `PassAborted` stops the pass.
+
+Each write may name the scheduling unit it is made for (`unit`): a victim's writes are its preemptor's.
+By default it is the pod's own unit (its PodGroup, or the pod itself).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
@@ -20,6 +24,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
+from scheduler.framework.ledger import Ledger
 
 
 @dataclass(slots=True)
@@ -33,6 +38,12 @@ class ClusterObjects:
     queues: dict[str, Queue] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+
+
+def unit_of(pod: Pod) -> str:
+    """The scheduling unit a pod's own writes are for: its PodGroup (`namespace/name`), or the pod itself."""
+    group = pod.pod_group_name
+    return f"{pod.metadata.namespace or 'default'}/{group}" if group else pod.key
 
 
 def object_key(obj: ApiModel) -> str:
@@ -49,54 +60,35 @@ def object_key(obj: ApiModel) -> str:
 
 
 class Cluster(Protocol):
+    @property
+    def ledger(self) -> Ledger[Any]:
+        """The writes in flight, and the refusals of those sent in the background."""
+
     def now(self) -> datetime: ...
 
     def objects(self) -> ClusterObjects: ...
 
-    def bind(self, pod: Pod, node_name: str) -> None:
-        """POST pods/binding; a pod already bound elsewhere raises `AlreadyBound`."""
+    def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
+        """POST pods/binding. A pod already bound stays where it is, and the view shows it there."""
 
-    def refused_writes(self) -> list[BackgroundRefusal]:
-        """Writes sent in the background (Bindings, gate removals, preemption writes) refused since the last call."""
-        ...
-
-    def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
+    def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Remove one gate (ours), guarded so a concurrent change to the gates is not lost."""
 
-    def set_nominated_node(self, pod: Pod, node_name: str | None) -> None: ...
+    def set_nominated_node(self, pod: Pod, node_name: str | None, unit: str | None = None) -> None: ...
 
-    def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+    def set_pod_condition(self, pod: Pod, condition: Condition, unit: str | None = None) -> None:
         """PodScheduled (SchedulingGated / Unschedulable, with message) or DisruptionTarget."""
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None: ...
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None: ...
 
-    def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None, unit: str | None = None) -> None:
         """Delete with a UID precondition; a pod already gone is not an error."""
 
     def record_event(
         self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
     ) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundRefusal:
-    """A write a back end sent after the call that asked for it returned, and the server refused.
-
-    `operation` is `bind` or `remove_gate` (the back end told the pod why in a Warning Event), or a
-    preemption write: `nominate`, `set_condition` (DisruptionTarget) or `delete`, whose Warning goes
-    to the preemptor that asked for it. `pod` is the pod written, as `namespace/name`; `answer` what
-    the server said, in one line without credentials.
-    """
-
-    operation: str
-    pod: str
-    answer: str = ""
-
-
-class AlreadyBound(Exception):
-    """The pod was bound by someone else (HTTP 409 on pods/binding): treat it as placed."""
 
 
 class WriteRefused(Exception):

@@ -35,6 +35,10 @@ class SchedulingQueue:
         self.gated: set[str] = set()
         self._failed_this_pass: set[str] = set()
         self._fingerprint = 0
+        self._refused: dict[str, tuple[int, datetime]] = {}
+        """Units one of whose writes was refused: refusals in a row, and when the unit may be retried (its gates
+        are kept until then)."""
+        self._last_pass: datetime | None = None
 
     def _backoff_until(self, parked: _Parked) -> datetime:
         if not parked.backoff:
@@ -79,6 +83,26 @@ class SchedulingQueue:
         self._parked[key] = parked
         return parked.until
 
+    def refused(self, key: str, now: datetime) -> datetime:
+        """A write for unit `key` was refused: it waits out a backoff that doubles with each refusal in a row,
+        until its members are all bound (`keep_refusals`). Returns when it may be retried."""
+        attempts = self._refused[key][0] + 1 if key in self._refused else 1
+        until = self.back_off(key, now, attempts)
+        self._refused[key] = (attempts, until)
+        return until
+
+    def backing_off(self, key: str, now: datetime) -> bool:
+        """Whether unit `key` still waits out the backoff of a refused write."""
+        refused = self._refused.get(key)
+        return refused is not None and refused[1] > now
+
+    def keep_refusals(self, pending: set[str], now: datetime) -> None:
+        """Forget the refusals of the units with no pending pod left (their writes went through), once their
+        backoff is over."""
+        self._last_pass = now
+        for key in [k for k, (_, until) in self._refused.items() if k not in pending and until <= now]:
+            del self._refused[key]
+
     def settle(self, fingerprint: int) -> None:
         """Record the cluster as the pass left it, so `next_wakeup` only counts changes made after.
 
@@ -104,7 +128,8 @@ class SchedulingQueue:
 
         A time at or before the last pass means "ready now": the cluster changed during that pass.
         """
-        times: list[datetime] = []
+        last = self._last_pass
+        times = [until for _, until in self._refused.values() if last is None or until > last]
         for parked in self._parked.values():
             if parked.until is not None:
                 times.append(parked.until)

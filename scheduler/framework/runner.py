@@ -10,8 +10,9 @@ pass); a proposal with victims or nominations is handed to the actuator. Time co
 
 A write the API server refuses (or a bug in one unit's cycle) fails that unit only (docs/DESIGN.md,
 invariant 7): a `FailedScheduling` Warning on it, `SchedulerError` on its pending members, and a retry
-after a backoff that doubles while the refusals go on; the pass goes on with the next unit. A refused
-Binding, which the back end sends in the background, is reported at the next pass and treated alike.
+after a backoff that doubles while the refusals go on; the pass goes on with the next unit. A write the
+back end sends in the background (a Binding, a preemption write) is found refused in its ledger at the
+next pass, naming the unit it was for, and treated alike.
 
 Each pass also asks the configuration checks what their plugins ignore (a bad toleration annotation,
 a bad min-runtime, a missing PriorityClass) and reports each finding once: a `Warning` Event on the
@@ -35,17 +36,17 @@ from scheduler.api.meta import Condition, rfc3339
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
 from scheduler.framework.cluster import (
-    AlreadyBound,
-    BackgroundRefusal,
     Cluster,
     ClusterObjects,
     PassAborted,
     WriteRefused,
     object_key,
+    unit_of,
 )
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
+from scheduler.framework.ledger import Refusal
 from scheduler.framework.placement import PlacementMemo
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
@@ -119,16 +120,6 @@ class Scheduler:
         notice the Lease is gone."""
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
         self._cache = PodInfoCache()
-        self._assumed: dict[str, str] = {}
-        self._binding_units: dict[str, str] = {}
-        """For each assumed pod, the unit it was bound for: the unit retried if its Binding is refused."""
-        self._preempting_for: dict[str, str] = {}
-        """For each victim and nominated member of a preemption, the preemptor unit: the one a refused
-        preemption write (sent in the background) fails and retries."""
-        self._refusals: dict[str, int] = {}
-        """Per unit, refused writes in a row: each one doubles its backoff, until a write for it goes through."""
-        self._retry_at: dict[str, datetime] = {}
-        """Units backing off after a refused write: not retried, and their gates kept, before this time."""
         self._reported: dict[str, set[WarningKey]] = {}
         """Per configuration check, the findings of its last answer: those are not reported again."""
 
@@ -138,21 +129,18 @@ class Scheduler:
     def next_wakeup(self) -> datetime | None:
         """When a parked unit becomes ready again with no other change (backoff, a PostFilter `until`,
         the end of a refused write's backoff)."""
-        times = [t for t in (self.queue.next_wakeup(), *self._retry_at.values()) if t is not None]
-        return min(times) if times else None
+        return self.queue.next_wakeup()
 
     def schedule_pending(self) -> PassReport:
         now = self.cluster.now()
         report = PassReport(time=now)
-        for key in [k for k, at in self._retry_at.items() if at <= now]:
-            del self._retry_at[key]
         objects = self.cluster.objects()
         self._take_refusals(objects, now)
-        self._confirm_assumed(objects)
-        snapshot = build_snapshot(objects, now, self.config, self._cache, self._assumed)
+        snapshot = build_snapshot(objects, now, self.config, self._cache)
+        self.queue.keep_refusals({info.group_key or info.key for info in self._pending_pods(snapshot)}, now)
         self._check_interrupted()
         if self._remove_gang_gates(snapshot):
-            snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
+            snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
             self._check_interrupted()
         self._report_warnings(snapshot, report)
         units = self._units(snapshot, report)
@@ -203,32 +191,24 @@ class Scheduler:
             self._reported[check.name] = current
 
     def _take_refusals(self, objects: ClusterObjects, now: datetime) -> None:
-        """Writes the back end sent in the background and the server refused: a pod whose Binding was
-        refused must not stay assumed on a node it is not on; either way its unit is retried after a
-        backoff, its gates kept meanwhile. The back end told a pod why its Binding or gate removal was
-        refused; a refused preemption write is told to its preemptor here, in a Warning Event."""
+        """Writes the back end sent in the background and the server refused, from its ledger: each names the
+        unit it was for, which is retried after a backoff, its gates kept meanwhile. The back end told a pod
+        why its Binding or gate removal was refused (and the view shows it pending again); a refused
+        preemption write (a nomination, a victim's DisruptionTarget or deletion) is told to its preemptor
+        here, in a Warning Event."""
         units: set[str] = set()
-        for refusal in self.cluster.refused_writes():
-            if refusal.operation == "bind":
-                self._assumed.pop(refusal.pod, None)
-            preemptor = self._preempting_for.pop(refusal.pod, None)
-            if preemptor is not None:
-                units.add(preemptor)
-                self._warn_preemptor(preemptor, refusal, objects)
-                continue
-            pod = objects.pods.get(refusal.pod)
-            group = pod.pod_group_name if pod is not None else None
-            derived = f"{pod.metadata.namespace or 'default'}/{group}" if pod is not None and group else refusal.pod
-            units.add(self._binding_units.pop(refusal.pod, derived))
+        for refusal in self.cluster.ledger.refusals():
+            units.add(refusal.unit)
+            if not refusal.told:
+                self._warn_unit(refusal, objects)
         for unit in sorted(units):
-            until = self._back_off(unit, now)
+            until = self.queue.refused(unit, now)
             log.warning("write refused, retrying", unit=unit, retry_at=rfc3339(until))
-        for key in [k for k in self._preempting_for if k not in objects.pods]:
-            del self._preempting_for[key]
 
-    def _warn_preemptor(self, unit: str, refusal: BackgroundRefusal, objects: ClusterObjects) -> None:
+    def _warn_unit(self, refusal: Refusal, objects: ClusterObjects) -> None:
         """As `_unit_failed` tells a unit whose own write was refused: a Warning Event, and its pending
         members' PodScheduled condition (reason SchedulerError) say which write and what the server said."""
+        unit = refusal.unit
         regarding = objects.pod_groups.get(unit) or objects.pods.get(unit)
         if regarding is None:
             return
@@ -243,23 +223,8 @@ class Scheduler:
             last_transition_time=self.cluster.now(),
         )
         for key, pod in objects.pods.items():
-            group = pod.pod_group_name
-            in_unit = key == unit or (group is not None and f"{pod.metadata.namespace or 'default'}/{group}" == unit)
-            if in_unit and not pod.spec.node_name:
+            if (key == unit or unit_of(pod) == unit) and not pod.spec.node_name:
                 self.cluster.set_pod_condition(pod, condition)
-
-    def _back_off(self, unit: str, now: datetime) -> datetime:
-        attempts = self._refusals[unit] = self._refusals.get(unit, 0) + 1
-        until = self._retry_at[unit] = self.queue.back_off(unit, now, attempts)
-        return until
-
-    def _confirm_assumed(self, objects: ClusterObjects) -> None:
-        """Forget assumed bindings the cluster's view now shows (bound, or the pod is gone)."""
-        for key in list(self._assumed):
-            pod = objects.pods.get(key)
-            if pod is None or pod.spec.node_name or pod.is_terminal:
-                del self._assumed[key]
-                self._refusals.pop(self._binding_units.pop(key, key), None)
 
     def _unit_failed(
         self, unit: SchedulingUnit, err: Exception, now: datetime, report: PassReport, placed: set[str]
@@ -277,7 +242,7 @@ class Scheduler:
             first_line = next(iter(str(err).splitlines()), "")
             message = f"scheduling cycle failed, retrying after a backoff: {type(err).__name__}: {first_line}"
             log.error("scheduling cycle failed", unit=unit.key, exc_info=err)
-        self._back_off(unit.key, now)
+        self.queue.refused(unit.key, now)
         regarding = unit.group if unit.group is not None else unit.members[0].pod
         self.cluster.record_event(regarding, "Warning", "FailedScheduling", message)
         for member in unit.members:
@@ -298,7 +263,7 @@ class Scheduler:
         for info in self._pending_pods(snapshot):
             if not any(g.name == gate for g in info.pod.spec.scheduling_gates):
                 continue
-            if self._retry_at.get(info.group_key or info.key, snapshot.now) > snapshot.now:
+            if self.queue.backing_off(info.group_key or info.key, snapshot.now):
                 continue  # a refused write: its gates stay until the backoff is over
             if info.group_key is not None:
                 group = snapshot.groups.get(info.group_key)
@@ -454,13 +419,7 @@ class Scheduler:
         self, pod: PodInfo, row: int, unit: str, snapshot: Snapshot, report: PassReport, placed: set[str]
     ) -> None:
         node = snapshot.nodes.names[row]
-        try:
-            self.cluster.bind(pod.pod, node)
-        except AlreadyBound:
-            log.info("pod already bound", pod=pod.key)
-        else:
-            self._assumed[pod.key] = node
-            self._binding_units[pod.key] = unit
+        self.cluster.bind(pod.pod, node, unit=unit)
         placed.add(pod.key)
         report.bindings.append(Binding(pod.key, node, snapshot.now))
 
@@ -494,9 +453,6 @@ class Scheduler:
                 for member in unit.members:
                     if member.key in result.nominations:
                         snapshot.nominate(member, result.nominations[member.key])
-                        self._preempting_for[member.key] = unit.key
-                for victim in result.victims:
-                    self._preempting_for.update((info.key, unit.key) for info in victim.pods)
                 preempting = True
                 break
         if any(s.code == Code.ERROR for s in statuses.values()):

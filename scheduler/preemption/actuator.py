@@ -48,7 +48,7 @@ class PreemptionActuator:
                 continue  # a bound pod holds no nomination: its Binding cleared it, and the API refuses one
             node = result.nominations[member.key] or None
             if current.status.nominated_node_name != node:
-                self.cluster.set_nominated_node(current, node)
+                self.cluster.set_nominated_node(current, node, unit=unit.key)
                 nominated[member.key] = node
         if nominated:
             log.info("members nominated", preemptor=unit.key, nominations=nominated)
@@ -79,10 +79,10 @@ class PreemptionActuator:
                     or pod.metadata.uid != info.pod.metadata.uid
                 ):
                     continue
-                self.cluster.set_pod_condition(pod, condition)
+                self.cluster.set_pod_condition(pod, condition, unit=unit.key)
                 note = f"Preempted by {kind} {unit.key} on node {info.node_name}"
                 self.cluster.record_event(pod, "Normal", "Preempted", note, related=preemptor)
-                self.cluster.delete_pod(pod, None)
+                self.cluster.delete_pod(pod, None, unit=unit.key)
                 preempted[info.key] = info.node_name
             group = self.cluster.objects().pod_groups.get(victim.key) if victim.is_group else None
             if group is not None:

@@ -25,7 +25,7 @@ from phalanx.cli import COMMANDS
 from tests.apiserver.server import Request
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("scheduler", "webhook", "certs", "phalanx")
+PACKAGES = ("scheduler", "webhook", "certs", "phalanx", "kube")
 _ROUTE = re.compile(r"method='(?P<method>[A-Z]+)',\s*resource_path='(?P<path>[^']+)'")
 
 
@@ -135,7 +135,7 @@ def call_sites() -> tuple[CallSite, ...]:
 UNTYPED = {"call_api", "param_serialize", "rest_client", "DynamicClient"}
 
 
-TRANSPORT = ROOT / "scheduler" / "cluster" / "kube" / "transport.py"
+TRANSPORT = ROOT / "kube" / "transport.py"
 """Sends over the client's pool, but every request names the typed method whose route it takes, and
 that name is a call site here like any other: its route must be traced and granted."""
 

@@ -149,8 +149,8 @@ def wait_until_exercised(server: ApiServer, sites: list[CallSite], deadline: flo
 
 
 def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
+    from kube.client import api_client
     from phalanx.commands.scheduler import load_config
-    from scheduler.cluster.kube.cluster import api_client_from
     from scheduler.cluster.kube.process import SchedulerProcess
 
     args = parse_args(component.args)
@@ -196,7 +196,7 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     server.fail("PATCH", f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native/status", 409)
 
     process = SchedulerProcess(
-        api_client_from(server.kubeconfig(workdir / "kubeconfig")),
+        api_client(server.kubeconfig(workdir / "kubeconfig"), "scheduler"),
         config,
         lease_namespace=component.namespace,  # $POD_NAMESPACE, the command's default
         idle_seconds=1.0,
@@ -223,8 +223,9 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
 
 
 def _webhook(component: Component, server: ApiServer, workdir: Path) -> None:
+    from kube.client import api_client
     from phalanx.commands.webhook import _start_certificate_controller
-    from webhook.lookups import KubeLookups, api_client_from
+    from webhook.lookups import KubeLookups
 
     args = parse_args([*component.args, f"--kubeconfig={server.kubeconfig(workdir / 'kubeconfig')}"])
     args.tls_cert_file, args.tls_private_key_file = str(workdir / "certs/tls.crt"), str(workdir / "certs/tls.key")
@@ -232,7 +233,7 @@ def _webhook(component: Component, server: ApiServer, workdir: Path) -> None:
         for name, value in component.env:
             patch.setenv(name, value)
         controller = _start_certificate_controller(args)
-    lookups = KubeLookups(api_client_from(args.kubeconfig)).start()
+    lookups = KubeLookups(api_client(args.kubeconfig, "webhook")).start()
     try:
         assert lookups.wait_synced(10), "the webhook's caches did not sync"
         # A miss on every lookup is read from the API.

@@ -18,8 +18,9 @@ from typing import Any
 
 import yaml
 
+from kube.client import api_client
 from scheduler.api.config import LeaderElection, SchedulerConfiguration
-from scheduler.cluster.kube import SchedulerProcess, api_client_from
+from scheduler.cluster.kube import SchedulerProcess
 from tests.apiserver import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ class Replica:
         idle_seconds: float = 1.0,
     ) -> None:
         self.process = SchedulerProcess(
-            api_client_from(kubeconfig),
+            api_client(kubeconfig, "scheduler"),
             config,
             identity=identity,
             idle_seconds=idle_seconds,

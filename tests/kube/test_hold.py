@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from kube.client import api_client
 from scheduler.api.meta import Condition
-from scheduler.cluster.kube import KubeCluster, api_client_from
+from scheduler.cluster.kube import KubeCluster
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.kube.replica import wait_for
@@ -37,7 +38,7 @@ def objects(apiserver: ApiServer) -> ApiServer:
 
 def start(kubeconfig: Path, hold_seconds: float) -> KubeCluster:
     kube = KubeCluster(
-        api_client_from(kubeconfig),
+        api_client(kubeconfig, "scheduler"),
         identity="hold",
         request_timeout_seconds=1.0,
         best_effort_hold_seconds=hold_seconds,

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from kube.client import api_client
 from scheduler.api.meta import Condition
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
-from scheduler.cluster.kube import KubeCluster, api_client_from
+from scheduler.cluster.kube import KubeCluster
 from scheduler.cluster.kube.lanes import Stopped
 from scheduler.cluster.kube.process import EXIT_SECONDS
 from tests.apiserver import ApiServer
@@ -45,7 +46,7 @@ def cluster(apiserver: ApiServer, kubeconfig: Path, leading: threading.Event) ->
     apiserver.create(make_node("n0").cap(cpu="8", memory="8Gi").json())
     for i in range(20):
         apiserver.create(make_pod(f"p{i}").json())
-    api = api_client_from(kubeconfig)
+    api = api_client(kubeconfig, "scheduler")
     kube = KubeCluster(api, identity="stopping", may_write=leading.is_set, request_timeout_seconds=5.0)
     kube.start()
     assert kube.wait_synced(10)

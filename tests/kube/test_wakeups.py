@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kube.client import api_client
 from scheduler.api.pod import Pod
-from scheduler.cluster.kube import KubeCluster, api_client_from
+from scheduler.cluster.kube import KubeCluster
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
 from tests.kube.replica import Replica, fast_config, node_of, wait_for
@@ -26,7 +27,7 @@ ZONE = "topology.kubernetes.io/zone"
 def cluster(apiserver: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
     apiserver.create(make_node("plain").cap(cpu="8", memory="8Gi").json())
     apiserver.create(make_node("zoned").cap(cpu="8", memory="8Gi").label(ZONE, "z1").json())
-    kube = KubeCluster(api_client_from(kubeconfig), identity="wakeups", request_timeout_seconds=1.0)
+    kube = KubeCluster(api_client(kubeconfig, "scheduler"), identity="wakeups", request_timeout_seconds=1.0)
     kube.start()
     assert kube.wait_synced(10)
     yield kube

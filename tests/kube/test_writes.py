@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kube.client import api_client
 from scheduler.api.meta import Condition
 from scheduler.api.pod_group import PodGroup
-from scheduler.cluster.kube import KubeCluster, NotLeader, api_client_from
+from scheduler.cluster.kube import KubeCluster, NotLeader
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
 from tests.kube.replica import GATE, PG_GROUP, wait_for
@@ -21,7 +22,7 @@ START_ANNOTATION = "scheduling.phalanx.dev/last-start-timestamp"
 @pytest.fixture
 def cluster(apiserver: ApiServer, kubeconfig: Path) -> Iterator[KubeCluster]:
     apiserver.create(make_node("n0").cap(cpu="8", memory="8Gi").json())
-    kube = KubeCluster(api_client_from(kubeconfig), identity="writer", request_timeout_seconds=1.0)
+    kube = KubeCluster(api_client(kubeconfig, "scheduler"), identity="writer", request_timeout_seconds=1.0)
     kube.start()
     assert kube.wait_synced(10)
     yield kube
@@ -125,6 +126,21 @@ def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiSe
     )
 
 
+def test_a_binding_holds_its_node_until_the_watch_shows_it(apiserver: ApiServer, cluster: KubeCluster) -> None:
+    """The pass after a Binding the informer does not show yet must not give the same room away again: the
+    view shows the pod on its node from the moment it is bound (kube-scheduler's assume)."""
+    apiserver.create(make_pod("p").json())
+    wait_for(lambda: "default/p" in cluster.objects().pods)
+    blind = apiserver.fail("GET", "/api/v1/pods", 500, times=10_000)
+    apiserver.restart(compact=False)  # the watch drops, and cannot list again
+    cluster.bind(stored_pod(apiserver, "p"), "n0")
+    assert cluster.objects().pods["default/p"].spec.node_name == "n0", "assumed at once"
+    wait_for(lambda: stored_pod(apiserver, "p").spec.node_name == "n0")
+    assert cluster.pods.get("default/p").spec.node_name is None, "the watch has not shown the binding"  # type: ignore[union-attr]
+    assert cluster.objects().pods["default/p"].spec.node_name == "n0", "still shown on its node"
+    blind.remaining = 0
+
+
 def test_binding_a_pod_bound_elsewhere_assumes_where_it_went(apiserver: ApiServer, cluster: KubeCluster) -> None:
     apiserver.create(make_node("n1").cap(cpu="8", memory="8Gi").json())
     apiserver.create(make_pod("p").json())
@@ -145,7 +161,7 @@ def test_binding_a_pod_bound_elsewhere_assumes_where_it_went(apiserver: ApiServe
 
 def test_writes_are_refused_without_the_lease(apiserver: ApiServer, kubeconfig: Path) -> None:
     apiserver.create(make_pod("p").json())
-    kube = KubeCluster(api_client_from(kubeconfig), may_write=lambda: False)
+    kube = KubeCluster(api_client(kubeconfig, "scheduler"), may_write=lambda: False)
     with pytest.raises(NotLeader):
         kube.bind(stored_pod(apiserver, "p"), "n0")
     with pytest.raises(NotLeader):

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.memory import MemoryCluster
-from scheduler.framework.cluster import ClusterObjects, PassAborted
+from scheduler.framework.cluster import PassAborted
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
@@ -114,32 +114,6 @@ def test_post_filter_until_in_the_past_does_not_spin() -> None:
     scheduler = Scheduler(cluster, SchedulerConfiguration(), profile=profile_with(RetryLater(at=EPOCH)))
     scheduler.schedule_pending()
     assert scheduler.next_wakeup() is None
-
-
-class LaggingCluster(MemoryCluster):
-    """The memory cluster seen through an informer that has not caught up yet: reads show the
-    objects as they were when `freeze` was called, writes go through."""
-
-    def freeze(self) -> None:
-        objects = super().objects()
-        self.stale = ClusterObjects(nodes=dict(objects.nodes), pods=dict(objects.pods))
-
-    def objects(self) -> ClusterObjects:
-        return self.stale
-
-
-def test_binding_not_yet_visible_still_holds_its_node() -> None:
-    """A pass after a binding the cache does not show yet must not give the same room away again."""
-    cluster = LaggingCluster(cluster_of([make_node("n1").cap(cpu="2").obj(), make_pod("a").req(cpu="2").obj()]), EPOCH)
-    cluster.freeze()
-    scheduler = Scheduler(cluster, SchedulerConfiguration(), default_profile(SchedulerConfiguration()))
-    assert [b.pod for b in scheduler.schedule_pending().bindings] == ["default/a"]
-    cluster.create(make_pod("b").req(cpu="2").obj())
-    cluster.freeze()
-    stale = dict(cluster.stale.pods)
-    stale["default/a"] = make_pod("a").req(cpu="2").obj()  # the informer still shows `a` pending
-    cluster.stale.pods = stale
-    assert scheduler.schedule_pending().bindings == []
 
 
 def test_preemptor_binds_as_soon_as_its_victims_are_gone() -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import structlog
 
+from kube.client import api_client
 from tests.apiserver.server import ApiServer
 from tests.builders import make_priority_class, make_queue
 from tests.webhook.harness import fixture, seed
 from webhook.errors import LookupFailed
-from webhook.lookups import PRIORITY_CLASSES, QUEUES, KubeLookups, Resource, api_client_from
+from webhook.lookups import PRIORITY_CLASSES, QUEUES, KubeLookups, Resource
 
 PC_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
@@ -28,14 +29,14 @@ def api() -> Iterator[ApiServer]:
 
 @pytest.fixture
 def lookups(api: ApiServer, tmp_path: Path) -> Iterator[KubeLookups]:
-    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig"))), watch_seconds=5).start()
+    cache = KubeLookups(api_client(str(api.kubeconfig(tmp_path / "kubeconfig")), "webhook"), watch_seconds=5).start()
     assert cache.wait_synced(timeout=10)
     yield cache
     cache.stop()
 
 
 def names(lookups: KubeLookups, resource: Resource) -> set[str]:
-    return {name for _, name in lookups.informers[resource].items}
+    return {key.rsplit("/", 1)[-1] for key in lookups.informers[resource].items()}
 
 
 def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
@@ -97,7 +98,7 @@ def test_not_ready_until_the_api_answers(tmp_path: Path) -> None:
     down = ApiServer().start()
     kubeconfig = down.kubeconfig(tmp_path / "kubeconfig")
     down.fail("GET", PC_PATH, 503, times=1000)
-    cache = KubeLookups(api_client_from(str(kubeconfig))).start()
+    cache = KubeLookups(api_client(str(kubeconfig), "webhook")).start()
     try:
         assert not cache.wait_synced(timeout=1)
         assert not cache.synced()
@@ -111,7 +112,7 @@ def test_not_ready_until_the_api_answers(tmp_path: Path) -> None:
 def test_a_resource_the_cluster_does_not_serve_counts_as_synced_and_empty(tmp_path: Path) -> None:
     api = ApiServer().start()
     api.fail("GET", "/apis/scheduling.k8s.io/v1alpha2/workloads", 404, times=1000)
-    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
+    cache = KubeLookups(api_client(str(api.kubeconfig(tmp_path / "kubeconfig")), "webhook")).start()
     try:
         assert cache.wait_synced(timeout=10)
         assert cache.workload("scheduling.k8s.io/v1alpha2", "ml-team", "training") is None
@@ -125,7 +126,7 @@ def test_a_resource_served_after_the_start_is_seen_by_the_next_lookup(tmp_path: 
     the next admission reads the object directly, and the informer lists the resource at once."""
     api = ApiServer().start()
     api.fail("GET", "/apis/scheduling.k8s.io/v1alpha2/workloads", 404, times=1000)
-    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
+    cache = KubeLookups(api_client(str(api.kubeconfig(tmp_path / "kubeconfig")), "webhook")).start()
     try:
         assert cache.wait_synced(timeout=10)
         api.faults.clear()  # the CRD is established
@@ -156,7 +157,7 @@ def test_a_closed_log_stream_does_not_stop_the_cache(tmp_path: Path) -> None:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(closed))
     api = ApiServer().start()
     api.fail("GET", PC_PATH, 503, times=3)
-    cache = KubeLookups(api_client_from(str(api.kubeconfig(tmp_path / "kubeconfig")))).start()
+    cache = KubeLookups(api_client(str(api.kubeconfig(tmp_path / "kubeconfig")), "webhook")).start()
     try:
         assert cache.wait_synced(timeout=10)
     finally:

@@ -2,7 +2,8 @@
 
 Validation mirrors `pkg/apis/core/validation` (`validateSchedulingGates`, `ValidatePodUpdate`): gate names
 are unique qualified names; on update gates may only be removed; `nodeName` cannot be set while gates
-remain. The pod-group label is immutable, because membership never changes after creation (docs/DESIGN.md, API: Pod membership).
+remain. The pod-group label is immutable, because membership never changes after creation (docs/DESIGN.md,
+API: Pod membership).
 Defaulting gates every member of a pod group with our gang gate and hands it to our scheduler, so no
 member is bound before its gang can be placed.
 """

@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.kube.cluster import read_json
+from kube.errors import Conflict, NotFound, translated
+from kube.transport import read_json
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +75,7 @@ class LeaderElector:
 
         Nothing here outlasts `deadline` (`time.monotonic()`), so a stop bounded in time stays bounded when
         the API server no longer answers: a renewal on the wire, then the release, are waited for until then
-        (the client retries a GET or PUT that times out, three times over, whatever its timeout says).
+        (the client's own retries are off, `kube.client`, so a request that times out ends there).
         """
         self._stop.set()
         if self._thread.ident is not None:  # started
@@ -127,12 +127,11 @@ class LeaderElector:
     def _try_acquire_or_renew(self) -> bool:
         timeout = max(0.5, self.renew_deadline / 2)
         try:
-            response = self.coordination.read_namespaced_lease(
-                self.name, self.namespace, _preload_content=False, _request_timeout=timeout
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            with translated():
+                response = self.coordination.read_namespaced_lease(
+                    self.name, self.namespace, _preload_content=False, _request_timeout=timeout
+                )
+        except NotFound:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -140,15 +139,14 @@ class LeaderElector:
                 "spec": self._spec(0),
             }
             try:
-                read_json(
-                    self.coordination.create_namespaced_lease(
-                        self.namespace, body, _preload_content=False, _request_timeout=timeout
+                with translated():
+                    read_json(
+                        self.coordination.create_namespaced_lease(
+                            self.namespace, body, _preload_content=False, _request_timeout=timeout
+                        )
                     )
-                )
-            except ApiException as conflict:
-                if conflict.status == 409:
-                    return False
-                raise
+            except Conflict:
+                return False
             return True
         lease = read_json(response)
         spec = lease.get("spec") or {}
@@ -171,15 +169,14 @@ class LeaderElector:
         lease["spec"] = new_spec
         lease["metadata"] |= self._owned(lease["metadata"])
         try:
-            read_json(
-                self.coordination.replace_namespaced_lease(
-                    self.name, self.namespace, lease, _preload_content=False, _request_timeout=timeout
+            with translated():
+                read_json(
+                    self.coordination.replace_namespaced_lease(
+                        self.name, self.namespace, lease, _preload_content=False, _request_timeout=timeout
+                    )
                 )
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
+        except Conflict:
+            return False
         if holder != self.identity:
             log.info("lease acquired", lease=f"{self.namespace}/{self.name}", identity=self.identity, previous=holder)
         return True
@@ -193,10 +190,12 @@ class LeaderElector:
 
     def _release(self) -> None:
         try:
-            response = self.coordination.read_namespaced_lease(
-                self.name, self.namespace, _preload_content=False, _request_timeout=2.0
-            )
-            lease = read_json(response)
+            with translated():
+                lease = read_json(
+                    self.coordination.read_namespaced_lease(
+                        self.name, self.namespace, _preload_content=False, _request_timeout=2.0
+                    )
+                )
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             lease["spec"]["holderIdentity"] = ""

@@ -22,7 +22,8 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import AlreadyBound, BackgroundRefusal, ClusterObjects, WriteRefused, object_key
+from scheduler.framework.cluster import ClusterObjects, WriteRefused, object_key
+from scheduler.framework.ledger import Ledger
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +71,8 @@ class MemoryCluster:
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
         self.gates_removed: list[tuple[str, str, datetime]] = []
+        self.ledger: Ledger[Any] = Ledger()
+        """Always empty: every write here is made before the call returns, or refused by raising `WriteRefused`."""
         self.removed = 0
         """Pods a write removed at once (unbound, or a grace period of 0): each is a change no pass has
         seen yet, as a watch's DELETED event is on a real cluster; the driver runs a pass for it."""
@@ -122,12 +125,13 @@ class MemoryCluster:
             return None
         return current
 
-    def bind(self, pod: Pod, node_name: str) -> None:
+    def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
+        """As kube-apiserver and the Kubernetes back end: a pod already bound stays where it is."""
         current = self._current(pod)
         if current is None:
-            raise LookupError(f"pods {pod.key}: NotFound")
+            raise WriteRefused(f'bind {pod.key}: 404 NotFound: pods "{pod.metadata.name}" not found')
         if current.spec.node_name:
-            raise AlreadyBound(f"pod {pod.key} is already assigned to node {current.spec.node_name}")
+            return
         if node_name not in self._objects.nodes:
             raise LookupError(f"nodes {node_name}: NotFound")
         conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
@@ -148,11 +152,7 @@ class MemoryCluster:
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
 
-    def refused_writes(self) -> list[BackgroundRefusal]:
-        """None: every write here is made at once, or refused by raising."""
-        return []
-
-    def remove_scheduling_gate(self, pod: Pod, gate: str) -> None:
+    def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         current = self._current(pod)
         if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
             return
@@ -165,7 +165,7 @@ class MemoryCluster:
         )
         self.gates_removed.append((pod.key, gate, self._now))
 
-    def set_nominated_node(self, pod: Pod, node_name: str | None) -> None:
+    def set_nominated_node(self, pod: Pod, node_name: str | None, unit: str | None = None) -> None:
         """As kube-apiserver: a Binding clears the nomination, and a bound pod takes none (422)."""
         current = self._current(pod)
         if current is None or current.status.nominated_node_name == node_name:
@@ -182,7 +182,7 @@ class MemoryCluster:
             }
         )
 
-    def set_pod_condition(self, pod: Pod, condition: Condition) -> None:
+    def set_pod_condition(self, pod: Pod, condition: Condition, unit: str | None = None) -> None:
         current = self._current(pod)
         if current is None:
             return
@@ -215,7 +215,7 @@ class MemoryCluster:
             update={"metadata": self._bump(current.metadata, annotations=annotations)}
         )
 
-    def delete_pod(self, pod: Pod, grace_period_seconds: int | None) -> None:
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None, unit: str | None = None) -> None:
         current = self._current(pod)
         if current is None or current.metadata.deletion_timestamp is not None:
             return

@@ -11,9 +11,8 @@ Each request names the generated client's method whose route it takes (`route`):
 comes from there, and the chart's RBAC test (`tests/chart/api_calls.py`) maps the request to the
 grant it needs through that name, as it does for calls made through the client.
 
-Failures look as they do from the generated client: an HTTP error raises `ApiException` with
-status, body and headers (so `backoff.py` honours Retry-After and callers map 404/409/422), and a
-dropped connection or timeout raises urllib3's own errors.
+Failures come out typed (`kube.errors`): an answer outside 2xx raises `NotFound`, `Conflict`, `Invalid`, ...
+with the server's answer, and a dropped connection or a timeout raises `Unavailable`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from typing import Any
 import orjson
 import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+
+from kube.errors import NO_ANSWER, Unavailable, from_response
 
 JSON = "application/json"
 VERBS = (("create_", "POST"), ("read_", "GET"), ("get_", "GET"), ("patch_", "PATCH"), ("delete_", "DELETE"))
@@ -55,14 +55,28 @@ class Transport:
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
-        response = self._pool.request(
-            verb(route),
-            self._host + path,
-            body=data,
-            headers=headers,
-            timeout=self._timeout,
-            preload_content=True,
-        )
+        try:
+            response = self._pool.request(
+                verb(route),
+                self._host + path,
+                body=data,
+                headers=headers,
+                timeout=self._timeout,
+                preload_content=True,
+                retries=False,
+            )
+        except NO_ANSWER as exc:
+            raise Unavailable(f"no answer ({type(exc).__name__})") from None
         if not 200 <= response.status < 300:
-            raise ApiException(http_resp=response)
+            raise from_response(response.status, response.reason or "", response.data, response.headers)
         return orjson.loads(response.data) if response.data else None
+
+
+def read_json(response: Any) -> Any:
+    """Body of a `_preload_content=False` response of the generated client; releasing it returns the
+    connection to the pool."""
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    return orjson.loads(data) if data else None

@@ -1,21 +1,24 @@
-"""List-then-watch cache of one resource, parsed into `scheduler.api` models.
+"""List-then-watch cache of one resource, parsed into pydantic models: the one informer of the scheduler and
+the webhook.
 
-client-go's reflector, reduced to what the scheduler needs: LIST gives the state and a
+client-go's reflector, reduced to what we need: LIST gives the state and a
 resourceVersion; WATCH from it applies events and moves the resourceVersion forward (BOOKMARKs
 too, so a quiet watch restarts near the head instead of replaying history); an ERROR 410 Expired
 event (or an HTTP 410) means the history is gone and we relist; any other failure retries the watch after a jittered
 backoff. Raw JSON is parsed straight into our models (`_preload_content=False`), skipping the
 client's generated models: at 10,000 pods their deserialisation dominated. Each event is decoded
-once, by orjson, and `prune` drops what no pass reads before the model is built (`managedFields`,
-about a third of a real server's Pod, and the kubelet's part of a Pod's status): less to validate
-and to keep in memory. The cache is read-only to the scheduler (every write is a patch built from
-a few fields), so nothing is lost by not keeping them. Each applied event calls
+once, by orjson, and `managedFields` (about a third of a real server's Pod) is dropped, with what the
+owner's `prune` drops (the scheduler: the kubelet's part of a Pod's status), before the model is built:
+less to validate and to keep in memory. The cache is read-only, as client-go's lister is (every write is
+a patch built from a few fields), so nothing is lost by not keeping them. Each applied event calls
 `on_change(kind, old, new)` with the cached object before and after it (None when absent; both None
 after a relist), so the owner can tell an echo of its own write from a change it must act on.
 
-An `optional` resource (our CRDs) that the server does not serve yet counts as synced and empty, and is
-listed again every `ABSENT_RETRY_SECONDS`: the scheduler runs (and schedules lone pods) before the CRDs
-are applied, as after `helm install --skip-crds` or a GitOps sync in any order, and sees them soon after.
+An `optional` resource (our CRDs) that the server does not serve yet counts as synced and empty (`absent`),
+and is listed again every `absent_retry_seconds`, or at once after `wake()`: the scheduler runs (and
+schedules lone pods) before the CRDs are applied, as after `helm install --skip-crds` or a GitOps sync in
+any order, and sees them soon after; the webhook wakes an absent informer when a direct read finds the
+resource served.
 """
 
 from __future__ import annotations
@@ -27,44 +30,38 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 import structlog
-from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from scheduler.api.meta import ApiModel
-from scheduler.cluster.kube.backoff import Backoff
+from kube.backoff import Backoff
+from kube.errors import Gone, NotFound, translated
 
 log = structlog.get_logger(__name__)
 
-M = TypeVar("M", bound=ApiModel)
+M = TypeVar("M", bound=BaseModel)
 ListCall = Callable[..., Any]
+Prune = Callable[[dict[str, Any]], dict[str, Any]]
 ABSENT_RETRY_SECONDS = 2.0
 
 
-class Expired(Exception):
-    """The watch's resourceVersion is older than the server keeps (HTTP 410): relist."""
+def key(namespace: str | None, name: str) -> str:
+    """The key of an object in every cache and view: `namespace/name`, or `name` for a cluster-scoped one."""
+    return f"{namespace}/{name}" if namespace else name
 
 
-POD_STATUS_READ = frozenset({"phase", "conditions", "startTime", "nominatedNodeName"})
-"""The Pod status fields a pass reads (`scheduler.api.pod.PodStatus`); the kubelet's others are dropped."""
-
-
-def prune(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` without the fields no pass reads (in place): managedFields, and most of a Pod's status."""
-    meta = raw.get("metadata")
-    if meta is not None:
-        meta.pop("managedFields", None)
-    if kind == "pods":
-        status = raw.get("status")
-        if status:
-            raw["status"] = {k: v for k, v in status.items() if k in POD_STATUS_READ}
-    return raw
-
-
-def object_key(raw: dict[str, Any]) -> str:
+def raw_key(raw: dict[str, Any]) -> str:
     meta = raw.get("metadata", {})
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+    return key(meta.get("namespace"), str(meta["name"]))
+
+
+def _say(level: str, event: str, **fields: Any) -> None:
+    """Log from an informer thread: a closed or broken log stream must not kill the cache."""
+    with contextlib.suppress(Exception):
+        getattr(log, level)(event, **fields)
+
+
+def _keep_all(raw: dict[str, Any]) -> dict[str, Any]:
+    return raw
 
 
 class Informer(Generic[M]):
@@ -73,14 +70,21 @@ class Informer(Generic[M]):
         kind: str,
         list_call: ListCall,
         model: type[M],
-        on_change: Callable[[str, M | None, M | None], None],
+        on_change: Callable[[str, M | None, M | None], None] | None = None,
         watch_timeout_seconds: int = 300,
         request_timeout_seconds: float = 30.0,
         on_relist: Callable[[str], None] | None = None,
         optional: bool = False,
+        prune: Prune = _keep_all,
+        absent_retry_seconds: float = ABSENT_RETRY_SECONDS,
     ) -> None:
         self.kind = kind
         self.optional = optional
+        self.absent = False
+        """An optional resource the server did not serve at the last list."""
+        self.absent_retry_seconds = absent_retry_seconds
+        self._prune = prune
+        self._wake = threading.Event()
         self._list_call = list_call
         self._model = model
         self._on_change = on_change
@@ -91,7 +95,7 @@ class Informer(Generic[M]):
         self.synced = threading.Event()
         self._items: dict[str, M] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.stopping = threading.Event()
         self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
         self.backoff = Backoff()
@@ -99,14 +103,20 @@ class Informer(Generic[M]):
     def start(self) -> None:
         self._thread.start()
 
+    def wake(self) -> None:
+        """List an absent resource again now (a direct read found it served)."""
+        self._wake.set()
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stop watching; waits at most `timeout` for the thread (a daemon: a list still on the wire is left behind)."""
-        self._stop.set()
+        self.stopping.set()
+        self._wake.set()
         response = self._response
         if response is not None:
             with contextlib.suppress(ValueError, OSError):  # the watch ended meanwhile and let go of its socket
                 response.shutdown()
-        self._thread.join(timeout=timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=timeout)
 
     def items(self) -> dict[str, M]:
         """A copy of the cache: the caller may read it while the watch keeps applying events."""
@@ -118,22 +128,25 @@ class Informer(Generic[M]):
             return self._items.get(key)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self.stopping.is_set():
             try:
                 if not self.resource_version and not self._relist_if_served():
-                    self._stop.wait(ABSENT_RETRY_SECONDS)
+                    self._wake.wait(self.absent_retry_seconds)
+                    self._wake.clear()
                     continue
                 self._watch()
                 self.backoff.reset()
-            except Expired:
-                log.info("watch expired, relisting", kind=self.kind, resource_version=self.resource_version)
+            except Gone:
+                _say("info", "watch expired, relisting", kind=self.kind, resource_version=self.resource_version)
                 self.resource_version = ""
             except Exception as exc:
-                if self._stop.is_set():
+                if self.stopping.is_set():
                     return
                 delay = self.backoff.next_delay()
-                log.warning("watch failed, retrying", kind=self.kind, error=type(exc).__name__, delay=round(delay, 3))
-                self._stop.wait(delay)
+                _say(
+                    "warning", "watch failed, retrying", kind=self.kind, error=type(exc).__name__, delay=round(delay, 3)
+                )
+                self.stopping.wait(delay)
 
     def _parse(self, raw: dict[str, Any]) -> M | None:
         """The object as our model, or None (with a warning) when our model cannot read it.
@@ -143,57 +156,73 @@ class Informer(Generic[M]):
         other one, where raising would make the watch retry the same event forever.
         """
         try:
-            return self._model.model_validate(prune(self.kind, raw))
+            return self._model.model_validate(self.prepare(raw))
         except ValidationError as err:
             where = ", ".join(".".join(map(str, e["loc"])) for e in err.errors()[:3])
-            log.warning("object not understood, skipped", kind=self.kind, object=object_key(raw), fields=where)
+            _say("warning", "object not understood, skipped", kind=self.kind, object=raw_key(raw), fields=where)
             return None
+
+    def prepare(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """`raw` (in place) without what no reader of the cache reads: managedFields, and what `prune` drops."""
+        meta = raw.get("metadata")
+        if meta is not None:
+            meta.pop("managedFields", None)
+        return self._prune(raw)
+
+    def parse(self, raw: dict[str, Any]) -> M | None:
+        """An object read directly (not through the watch), as the cache would hold it; None when our model
+        cannot read it."""
+        return self._parse(raw)
 
     def _relist_if_served(self) -> bool:
         """Relist; False when an optional resource is not served (the cache is then empty and synced)."""
         try:
             self._relist()
-        except ApiException as exc:
-            if exc.status != 404 or not self.optional:
+        except NotFound:
+            if not self.optional:
                 raise
             with self._lock:
                 was_served, self._items = bool(self._items) or not self.synced.is_set(), {}
+            self.absent = True
             if was_served:
-                log.info("resource not served, empty until it is", kind=self.kind)
+                _say("info", "resource not served, empty until it is", kind=self.kind)
                 self.synced.set()
-                self._on_change(self.kind, None, None)
+                self._changed(None, None)
             return False
+        self.absent = False
         return True
 
+    def _changed(self, old: M | None, new: M | None) -> None:
+        if self._on_change is not None:
+            self._on_change(self.kind, old, new)
+
     def _relist(self) -> None:
-        response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
+        with translated():
+            response = self._list_call(_preload_content=False, _request_timeout=self.request_timeout_seconds)
         try:
             body = orjson.loads(response.data)
         finally:
             response.release_conn()
-        items = {object_key(raw): parsed for raw in body.get("items", []) if (parsed := self._parse(raw)) is not None}
+        items = {raw_key(raw): parsed for raw in body.get("items", []) if (parsed := self._parse(raw)) is not None}
         with self._lock:
             self._items = items
             self.resource_version = body["metadata"]["resourceVersion"]
         if self._on_relist is not None:
             self._on_relist(self.kind)
-        log.info("listed", kind=self.kind, count=len(items), resource_version=self.resource_version)
+        _say("info", "listed", kind=self.kind, count=len(items), resource_version=self.resource_version)
         self.synced.set()
-        self._on_change(self.kind, None, None)
+        self._changed(None, None)
 
     def _watch(self) -> None:
-        try:
+        with translated():
             response = self._open_watch()
-        except ApiException as exc:
-            if exc.status == 410:
-                raise Expired(exc.reason or "Gone") from exc
-            raise
         self._response = response
         try:
-            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
-                if self._stop.is_set():
-                    return
-                self._apply(orjson.loads(line))
+            with translated():
+                for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                    if self.stopping.is_set():
+                        return
+                    self._apply(orjson.loads(line))
         finally:
             self._response = None
             response.release_conn()
@@ -214,20 +243,20 @@ class Informer(Generic[M]):
         kind, raw = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
             if raw.get("code") == 410:
-                raise Expired(raw.get("message", ""))
+                raise Gone(f"410 Expired: {raw.get('message', '')}", reason="Expired")
             raise RuntimeError(f"watch error: {raw.get('code')} {raw.get('message', '')}")
         version = raw.get("metadata", {}).get("resourceVersion", "")
         if kind == "BOOKMARK":
             self.resource_version = version
             return
-        key = object_key(raw)
+        at = raw_key(raw)
         parsed = None if kind == "DELETED" else self._parse(raw)
         if parsed is None and kind != "DELETED":
             self.resource_version = version  # skipped: the cache keeps what it had, the watch goes on
             return
         with self._lock:
-            old = self._items.pop(key, None) if parsed is None else self._items.get(key)
+            old = self._items.pop(at, None) if parsed is None else self._items.get(at)
             if parsed is not None:
-                self._items[key] = parsed
+                self._items[at] = parsed
             self.resource_version = version
-        self._on_change(self.kind, old, parsed)
+        self._changed(old, parsed)

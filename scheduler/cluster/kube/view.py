@@ -1,0 +1,346 @@
+"""The view: what the informers hold, overlaid with the writes in flight that they do not show yet.
+
+Reads come from informers (`kube.informer`), so a pass never waits on the API. Every write in the ledger
+shows in `objects()` from the moment it is made until the informer shows it: a pod being bound counts on its
+node in the very next pass, which is what keeps a node from being over-committed between a Binding and its
+watch event (kube-scheduler's "assume"); a gate removal, a nomination, a victim's deletion show at once; an
+object a write returned replaces the informer's older copy. Nothing else lives here.
+
+Every pod is cached, whoever schedules it, so nodes are accounted for in full. A watch event that only
+repeats what the last `objects()` showed (an echo of our own write) or changes nothing a pass reads (a
+kubelet's status report) wakes no pass.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from kube.errors import ApiError, translated
+from kube.informer import Informer
+from kube.transport import read_json
+from scheduler.api.meta import ApiModel
+from scheduler.api.node import Node
+from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
+from scheduler.api.priority_class import PriorityClass
+from scheduler.api.queue import Queue
+from scheduler.api.workload import Workload
+from scheduler.cluster.kube.calls import Binding, Call
+from scheduler.cluster.kube.hold import PreemptionHold
+from scheduler.framework.cluster import ClusterObjects, object_key
+from scheduler.framework.ledger import Entry, Ledger, State
+
+POD_STATUS_READ = frozenset({"phase", "conditions", "startTime", "nominatedNodeName"})
+"""The Pod status fields a pass reads (`scheduler.api.pod.PodStatus`); the kubelet's others are dropped."""
+
+SCHEDULING_CONDITIONS = ("DisruptionTarget",)
+"""The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
+True transition, which comes with the Binding); its False reason and message are ours, written to
+inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
+
+
+def prune_pod(raw: dict[str, Any]) -> dict[str, Any]:
+    """A Pod without the kubelet's part of its status (in place): no pass reads it."""
+    status = raw.get("status")
+    if status:
+        raw["status"] = {k: v for k, v in status.items() if k in POD_STATUS_READ}
+    return raw
+
+
+def version(obj: ApiModel | dict[str, Any] | None) -> int:
+    """resourceVersion as a number (of a model, or of the JSON a write returned): opaque by contract, an etcd
+    revision in every real server."""
+    if isinstance(obj, dict):
+        value = (obj.get("metadata") or {}).get("resourceVersion")
+    else:
+        value = getattr(getattr(obj, "metadata", None), "resource_version", None)
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def same_for_scheduling(old: Pod, new: Pod) -> bool:
+    """`new` differs from `old` only in what no pass reads, such as a kubelet's status report.
+
+    A kubelet updates each pod it starts (phase Running, Ready conditions, IPs, container states)
+    and then whenever a container changes. At 10,000 pods those updates woke a full pass each,
+    back to back, and the loop took the GIL from the binders (issue 12). The cache still takes the
+    new object, so the next pass sees it; it just does not run for it.
+    """
+    a, b = old.metadata, new.metadata
+    if (a.uid, a.labels, a.annotations, a.deletion_timestamp) != (b.uid, b.labels, b.annotations, b.deletion_timestamp):
+        return False
+    if old.spec != new.spec:
+        return False
+    if (old.is_terminal, old.status.nominated_node_name, old.scheduled_time()) != (
+        new.is_terminal,
+        new.status.nominated_node_name,
+        new.scheduled_time(),
+    ):
+        return False
+    return all(old.condition(t) == new.condition(t) for t in SCHEDULING_CONDITIONS)
+
+
+def serves(api: client.ApiClient, api_version: str, resource: str) -> bool:
+    """Whether the server offers `resource` at `api_version` (discovery, which every authenticated user may read)."""
+    group, version_ = api_version.split("/")
+    try:
+        custom: Any = client.CustomObjectsApi(api)
+        with translated():
+            body = read_json(custom.get_api_resources(group, version_, _preload_content=False, _request_timeout=10))
+    except (ApiError, ValueError):
+        return False
+    return isinstance(body, dict) and any(r.get("name") == resource for r in body.get("resources", []))
+
+
+class KubeView:
+    """Informers, and the overlay of the ledger's calls in flight: `objects()`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        ledger: Ledger[Call],
+        hold: PreemptionHold,
+        watch_timeout_seconds: int,
+        request_timeout_seconds: float,
+        on_relist: Callable[[str], None] | None,
+    ) -> None:
+        self.ledger = ledger
+        self.hold = hold
+        self.changed = threading.Event()
+        self._shown: dict[str, tuple[tuple[Any, ...], Any]] = {}
+        """Per ledger slot: the inputs of the object last shown (identities) and that object, so an unchanged
+        overlay is the same object in every `objects()` (a fresh copy each time made every assumed pod a new
+        object to the snapshot's PodInfo cache, parsed again each pass)."""
+        self._echoes: dict[str, int] = {}
+        """Pod key -> the version a write of ours returned and the last `objects()` showed."""
+        self._bound: dict[str, str] = {}
+        """Pod key -> the node a Binding in flight showed it on in the last `objects()`."""
+        core: Any = client.CoreV1Api(api)
+        custom: Any = client.CustomObjectsApi(api)
+        scheduling: Any = client.SchedulingV1Api(api)
+        policy: Any = client.PolicyV1Api(api)
+
+        def custom_list(group: str, version_: str, plural: str) -> Callable[..., Any]:
+            return lambda **kw: custom.list_cluster_custom_object(group, version_, plural, **kw)
+
+        def informer(kind: str, call: Callable[..., Any], model: type[Any], optional: bool = False) -> Informer[Any]:
+            return Informer(
+                kind,
+                call,
+                model,
+                self._on_change,
+                watch_timeout_seconds=watch_timeout_seconds,
+                request_timeout_seconds=request_timeout_seconds,
+                on_relist=on_relist,
+                optional=optional,
+                prune=prune_pod if kind == "pods" else lambda raw: raw,
+            )
+
+        self.pods: Informer[Pod] = informer("pods", core.list_pod_for_all_namespaces, Pod)
+        self.nodes: Informer[Node] = informer("nodes", core.list_node, Node)
+        self.priority_classes: Informer[PriorityClass] = informer(
+            "priorityclasses", scheduling.list_priority_class, PriorityClass
+        )
+        self.pdbs: Informer[PodDisruptionBudget] = informer(
+            "poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces, PodDisruptionBudget
+        )
+        # Our CRDs may be applied after the scheduler starts: until then, empty.
+        self.pod_groups: Informer[PodGroup] = informer(
+            "podgroups", custom_list(GROUP, VERSION, "podgroups"), PodGroup, True
+        )
+        self.workloads: Informer[Workload] = informer(
+            "workloads", custom_list(GROUP, VERSION, "workloads"), Workload, True
+        )
+        self.queues: Informer[Queue] = informer("queues", custom_list(GROUP, VERSION, "queues"), Queue, True)
+        self.native_pod_groups: Informer[PodGroup] | None = None
+        if serves(api, NATIVE_API_VERSION, "podgroups"):
+            group, version_ = NATIVE_API_VERSION.split("/")
+            self.native_pod_groups = informer(
+                "native-podgroups", custom_list(group, version_, "podgroups"), NativePodGroup
+            )
+        self.informers: tuple[Informer[Any], ...] = tuple(
+            i
+            for i in (
+                self.pods,
+                self.nodes,
+                self.priority_classes,
+                self.pdbs,
+                self.pod_groups,
+                self.native_pod_groups,
+                self.workloads,
+                self.queues,
+            )
+            if i is not None
+        )
+
+    # informers
+
+    def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+
+    def stop(self, deadline: float) -> None:
+        for informer in self.informers:
+            informer.stop(timeout=max(0.0, deadline - time.monotonic()))
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every informer has listed: scheduling before that would double-book nodes."""
+        deadline = time.monotonic() + timeout
+        for informer in self.informers:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not informer.synced.wait(remaining):
+                return False
+        return True
+
+    def _on_change(self, kind: str, old: Any, new: Any) -> None:
+        if kind == "pods" and new is None:
+            if old is not None:
+                self.hold.done(object_key(old), old.metadata.uid or "")
+            else:  # relisted
+                self.hold.keep({key: pod.metadata.uid or "" for key, pod in self.pods.items().items()})
+        if (
+            kind == "pods"
+            and old is not None
+            and new is not None
+            and (self._echo(old, new) or same_for_scheduling(old, new))
+        ):
+            return
+        self.changed.set()
+
+    def _echo(self, old: Pod, new: Pod) -> bool:
+        """The event only repeats what the last `objects()` already showed: no pass needs to run for it.
+
+        Either it brings the very version one of our writes returned, or it is our Binding of a pod the view
+        already showed on that node (the server adds only `PodScheduled=True`). A pass for such echoes
+        rebuilds the snapshot to find nothing to do; a burst of Bindings woke hundreds of them, which kept
+        the binder threads waiting for the GIL (BENCHMARKS.md, Kubernetes back end).
+        """
+        key = object_key(new)
+        shown = self._echoes.get(key)
+        if shown is not None and shown == version(new):
+            return True
+        node = self._bound.get(key)
+        return (
+            node is not None
+            and not old.spec.node_name
+            and new.spec.node_name == node
+            and new.metadata.labels == old.metadata.labels
+            and new.metadata.annotations == old.metadata.annotations
+        )
+
+    # reads
+
+    def pod_groups_cached(self) -> dict[str, PodGroup]:
+        """Ours and the native kind in one map; ours wins a name both use (our label names it explicitly)."""
+        if self.native_pod_groups is None:
+            return self.pod_groups.items()
+        return {**self.native_pod_groups.items(), **self.pod_groups.items()}
+
+    def cached_group(self, key: str) -> PodGroup | None:
+        group = self.pod_groups.get(key)
+        if group is None and self.native_pod_groups is not None:
+            group = self.native_pod_groups.get(key)
+        return group
+
+    def objects(self) -> ClusterObjects:
+        pods = self.pods.items()
+        groups = self.pod_groups_cached()
+        echoes: dict[str, int] = {}
+        bound: dict[str, str] = {}
+        with self.ledger.lock:
+            for slot, entries in list(self.ledger.items()):
+                kind, _, key = slot.partition("/")
+                cached = pods if kind == "pods" else groups
+                shown = self._show(slot, cached.get(key), entries)
+                if shown is not None:
+                    cached[key] = shown
+                    if kind == "pods":
+                        written = max((version(e.written) for e in entries if e.written is not None), default=0)
+                        if written and written == version(shown):
+                            echoes[key] = written
+                        node = next((e.call.node for e in entries if isinstance(e.call, Binding)), None)
+                        if node is not None:
+                            bound[key] = node
+            for slot in [s for s in self._shown if not self.ledger.entries(s)]:
+                del self._shown[slot]
+        self._echoes, self._bound = echoes, bound
+        return ClusterObjects(
+            nodes=self.nodes.items(),
+            pods=pods,
+            pod_groups=groups,
+            workloads=self.workloads.items(),
+            queues=self.queues.items(),
+            priority_classes=self.priority_classes.items(),
+            pdbs=self.pdbs.items(),
+        )
+
+    def _show(self, slot: str, cached: Any, entries: list[Entry[Call]]) -> Any:
+        """The object at `slot` as the ledger's entries make it, or None to show the informer's copy as it is.
+
+        An entry done leaves the ledger here once the informer shows it: once its copy is as new as the object
+        the write returned, or, for a write that returned none (a Binding), once the call sees its effect
+        there. An entry done for an object that is gone leaves too.
+        """
+        for entry in list(entries):
+            if entry.state is not State.DONE:
+                continue
+            if entry.written is not None:
+                shown = cached is None or version(cached) >= version(entry.written)
+            else:
+                shown = entry.call.seen(cached)
+            if shown:
+                self.ledger.remove(entry)
+        live = self.ledger.entries(slot)
+        if not live or cached is None:
+            return None
+        inputs = (cached, *(e.call for e in live), *(e.written for e in live))
+        memo = self._shown.get(slot)
+        if (
+            memo is not None
+            and len(memo[0]) == len(inputs)
+            and all(a is b for a, b in zip(memo[0], inputs, strict=True))
+        ):
+            return memo[1]
+        shown = cached
+        for entry in live:
+            if entry.written is not None and version(entry.written) > version(shown):
+                shown = entry.written
+        for entry in live:
+            shown = entry.call.shows(shown)
+        self._shown[slot] = (inputs, shown)
+        return shown
+
+    def show_pod(self, key: str, pod: Pod) -> Pod:
+        """`pod` as the calls in flight for it make it (the caller holds the ledger's lock)."""
+        for entry in self.ledger.entries(f"pods/{key}"):
+            if entry.state is not State.DONE:
+                pod = entry.call.shows(pod)
+        return pod
+
+    def current(self, slot: str, given: Any) -> Any:
+        """The newest of `given`, the informer's copy and what our writes to `slot` returned."""
+        kind, _, key = slot.partition("/")
+        cached = self.pods.get(key) if kind == "pods" else self.cached_group(key)
+        candidates = [o for o in (cached, given) if o is not None]
+        with self.ledger.lock:
+            candidates += [e.written for e in self.ledger.entries(slot) if e.written is not None]
+        return max(candidates, key=version)
+
+    def bound(self, key: str) -> bool:
+        """The pod is bound, or a Binding of it is in flight."""
+        cached = self.pods.get(key)
+        if cached is not None and cached.spec.node_name:
+            return True
+        with self.ledger.lock:
+            entries = self.ledger.entries(f"pods/{key}")
+            return any(isinstance(e.call, Binding) for e in entries) or any(
+                e.written is not None and e.written.spec.node_name for e in entries
+            )
