@@ -8,7 +8,7 @@ a node is kept aside so the runner can count it against pods of lower or equal p
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -167,12 +167,11 @@ class PodInfoCache:
 
 @dataclass(slots=True)
 class _Charge:
-    """One pod's part of the base: the object and assumed node it was computed from, its PodInfo
-    (None for a terminal pod), the row it is charged to (None: pending or on an unknown node) and
-    the index of its usage vector."""
+    """One pod's part of the base: the object it was computed from, its PodInfo (None for a terminal
+    pod), the row it is charged to (None: pending or on an unknown node) and the index of its usage
+    vector."""
 
     pod: Pod
-    assumed: str | None
     info: PodInfo | None
     row: int | None
     shape: int
@@ -302,18 +301,15 @@ def _charge(
     base: _Base,
     key: str,
     pod: Pod,
-    assumed: str | None,
     objects: ClusterObjects,
     now: datetime,
     cache: PodInfoCache,
     delta: _Delta,
 ) -> None:
     if pod.is_terminal:
-        base.charges[key] = _Charge(pod, assumed, None, None, -1)
+        base.charges[key] = _Charge(pod, None, None, -1)
         return
     info = cache.info(pod, objects, now)
-    if info.node_name is None and assumed is not None:
-        info = replace(info, node_name=assumed, scheduled_at=now)
     base.infos[key] = info
     if info.group_key is not None:
         base.members.setdefault(info.group_key, []).append(info)
@@ -334,7 +330,7 @@ def _charge(
             delta.added[1].append(shape)
     elif pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
         base.nominated[key] = info
-    base.charges[key] = _Charge(pod, assumed, info, row, shape)
+    base.charges[key] = _Charge(pod, info, row, shape)
 
 
 def build_snapshot(
@@ -342,16 +338,15 @@ def build_snapshot(
     now: datetime,
     config: SchedulerConfiguration,
     cache: PodInfoCache | None = None,
-    assumed: dict[str, str] | None = None,
 ) -> Snapshot:
     """One consistent Snapshot; every pod gets a PodInfo, bound pods are charged to their node.
 
-    `assumed` maps pods this scheduler bound to their node: until the cluster's view shows the
-    binding (an informer lags its writes), such a pod is charged to that node anyway, as
-    kube-scheduler's cache does with assumed pods, so the next pass cannot over-commit the node.
+    A pod this scheduler is binding is already on its node in `objects` (the back end's view shows
+    its writes in flight, as kube-scheduler's cache does with assumed pods), so the next pass cannot
+    over-commit the node.
 
-    With a `cache` kept across refreshes, only pods whose object (or assumed node) changed since
-    the last refresh are charged again (`_Base`); the Snapshot is a copy the pass may change.
+    With a `cache` kept across refreshes, only pods whose object changed since the last refresh are
+    charged again (`_Base`); the Snapshot is a copy the pass may change.
     """
     cache = cache or PodInfoCache()
     regrouped = cache.begin(objects)
@@ -362,13 +357,12 @@ def build_snapshot(
         for info in list(base.members.get(group_key, ())):
             _uncharge(base, info.key, charges.pop(info.key), delta)
     for key, pod in objects.pods.items():
-        node = assumed.get(key) if assumed and not pod.spec.node_name else None
         charge = charges.get(key)
         if charge is not None:
-            if charge.pod is pod and charge.assumed == node:
+            if charge.pod is pod:
                 continue
             _uncharge(base, key, charge, delta)
-        _charge(base, key, pod, node, objects, now, cache, delta)
+        _charge(base, key, pod, objects, now, cache, delta)
     if len(charges) != len(objects.pods):
         for key in [k for k in charges if k not in objects.pods]:
             _uncharge(base, key, charges.pop(key), delta)

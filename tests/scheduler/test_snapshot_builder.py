@@ -110,11 +110,11 @@ POD_NAMES = tuple(f"p{i}" for i in range(8))
 GROUP_NAMES = ("g", "h")
 
 
-def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]) -> None:
+def pod_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
     """One change a real cluster or the runner makes between two refreshes."""
     name = draw(st.sampled_from(POD_NAMES))
     key = f"default/{name}"
-    what = draw(st.sampled_from(("create", "bind", "delete", "finish", "nominate", "assume", "terminate")))
+    what = draw(st.sampled_from(("create", "bind", "delete", "finish", "nominate", "terminate")))
     cpu = draw(st.sampled_from(("1", "2")))
     pod = make_pod(name).req(cpu=cpu)
     group = draw(st.sampled_from((None, *GROUP_NAMES)))
@@ -124,8 +124,6 @@ def pod_change(draw: st.DrawFn, objects: ClusterObjects, assumed: dict[str, str]
         pod = pod.queue("research")
     if what == "delete":
         objects.pods.pop(key, None)
-    elif what == "assume":
-        assumed[key] = draw(st.sampled_from(NODE_NAMES))
     elif what == "create":
         objects.pods[key] = pod.obj()
     elif what == "bind":
@@ -168,17 +166,16 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
         [*(make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES), make_podgroup("g").gang(2).obj()]
     )
     cache = PodInfoCache()
-    assumed: dict[str, str] = {}
     config = SchedulerConfiguration()
     for _ in range(data.draw(st.integers(1, 12))):
         for _ in range(data.draw(st.integers(0, 6))):
-            pod_change(data.draw, objects, assumed)
+            pod_change(data.draw, objects)
         if data.draw(st.integers(0, 5)) == 0:
             node_change(data.draw, objects)
         if data.draw(st.integers(0, 5)) == 0:
             group_change(data.draw, objects)
-        kept = build_snapshot(objects, EPOCH, config, cache, assumed)
-        fresh = build_snapshot(objects, EPOCH, config, PodInfoCache(), assumed)
+        kept = build_snapshot(objects, EPOCH, config, cache)
+        fresh = build_snapshot(objects, EPOCH, config, PodInfoCache())
         assert snapshot_state(kept) == snapshot_state(fresh)
         placed = kept.pods.get("default/p0")
         if placed is not None and placed.node_name is None and kept.nodes.names:
