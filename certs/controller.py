@@ -264,7 +264,7 @@ _WebhookConfiguration = TypeVar(
 )
 
 
-def _trusted_bundle(bundle_pem: bytes, replaced_lately: bool, current_b64: str | None) -> str:
+def _trusted_bundle(bundle_pem: bytes, replaced_lately: bool, current_b64: str | bytes | None) -> str:
     """caBundle for a webhook that trusts `current_b64` now: the Secret's bundle, base64.
 
     A Secret replaced whole (broken, or made for another Service) shares no CA with what the API server trusts,
@@ -286,7 +286,7 @@ def _trusted_bundle(bundle_pem: bytes, replaced_lately: bool, current_b64: str |
 
 def _set_ca_bundle(
     name: str,
-    wanted: Callable[[str | None], str],
+    wanted: Callable[[str | bytes | None], str],
     read: Callable[[], _WebhookConfiguration],
     write: Callable[[_WebhookConfiguration], object],
 ) -> None:
