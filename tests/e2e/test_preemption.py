@@ -59,8 +59,11 @@ def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> No
     placed = pool.wait_bound(members)
     assert set(placed.values()) == set(pool.nodes[:2])
     assert set(pool.bound(["v30-0", "v30-1"])) == {"v30-0", "v30-1"}
-    preempted_events = {e["regarding"]["name"] for e in pool.events("Preempted")}
-    assert preempted_events == want_preempted
+    # Events are sent by their own thread, after the deletions they report
+    wait_for(
+        lambda: {e["regarding"]["name"] for e in pool.events("Preempted")} == want_preempted,
+        what=f"a Preempted Event for each of {sorted(want_preempted)}",
+    )
     wait_for(
         lambda: {e["regarding"]["name"] for e in pool.events("Scheduled")} >= set(members),
         what="a Scheduled Event for every member",
