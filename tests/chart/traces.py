@@ -130,6 +130,11 @@ def snapshot(server: ApiServer) -> list[Request]:
         return list(server.requests)
 
 
+def watched(server: ApiServer) -> set[str]:
+    """The paths a watch was opened on."""
+    return {r.path for r in snapshot(server) if r.query.get("watch") in ("1", "true")}
+
+
 def wait_until_exercised(server: ApiServer, sites: list[CallSite], deadline: float, *paths: str) -> None:
     """Until every one of `sites` was sent at least once, and a request went to each of `paths` (or the deadline).
 
@@ -213,7 +218,12 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
         native = f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native"
         ours = f"/apis/{API_VERSION}/namespaces/default/podgroups/solo"
         paths = (native, f"{native}/status", ours, f"{ours}/status")
-        wait_until_exercised(server, sites, time.monotonic() + DEADLINE_SECONDS, *paths)
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        wait_until_exercised(server, sites, deadline, *paths)
+        # One call site lists and watches every custom resource: wait for each informer's watch too (under load,
+        # the native PodGroups' could open after everything else was exercised, and its grant looked unused).
+        while time.monotonic() < deadline and len(watched(server)) < len(process.cluster.informers):
+            time.sleep(0.05)
     finally:
         stop.set()
         thread.join(timeout=10)
@@ -249,12 +259,8 @@ def _webhook(component: Component, server: ApiServer, workdir: Path) -> None:
             server.apply({**secret, "data": {}})  # emptied by hand: the next sync replaces it
             controller.sync()
 
-        def watching() -> bool:
-            watches = {r.path for r in snapshot(server) if r.query.get("watch") in ("1", "true")}
-            return len(watches) >= len(lookups.informers)
-
         deadline = time.monotonic() + DEADLINE_SECONDS
-        while time.monotonic() < deadline and not watching():
+        while time.monotonic() < deadline and len(watched(server)) < len(lookups.informers):
             time.sleep(0.05)
     finally:
         lookups.stop(timeout=0.0)  # threads blocked on a watch end when the server stops
