@@ -125,6 +125,8 @@ class Call:
 
     key: str
     unit: str
+    slot: str = field(init=False, repr=False, compare=False)
+    """Its place in the ledger: its kind and key (`pods/namespace/name`), made once (every ledger step reads it)."""
 
     kind: ClassVar[str] = "pods"
     """The resource written: its kind and key are its place in the ledger (a pod and a PodGroup may share a name)."""
@@ -140,9 +142,8 @@ class Call:
     """A refusal is logged only: the write informs (a PodScheduled message, a PodGroup condition, an Event) and
     fails no unit; the next pass writes it again if it still holds."""
 
-    @property
-    def slot(self) -> str:
-        return f"{self.kind}/{self.key}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slot", f"{self.kind}/{self.key}")
 
     def shows(self, obj: Any) -> Any:
         """`obj` (the informer's copy, or the newest our writes returned) as this call in flight makes it."""
@@ -151,6 +152,11 @@ class Call:
     def seen(self, cached: Any) -> bool:
         """The informer's copy shows this call done (or the object is gone): it may leave the ledger."""
         return True
+
+    def repeats(self, older: Call, done: bool) -> bool:
+        """`older`, in the ledger for the same object (`done`: answered, not yet seen by the informer), already
+        makes this write: this one is not entered."""
+        return False
 
     def merge(self, older: Call) -> Call | None:
         """This newer call replacing `older`, still queued for the same object: the call to send, or None."""
@@ -194,6 +200,9 @@ class GateRemoval(Call):
 
     def seen(self, cached: Pod | None) -> bool:
         return cached is None or not any(g.name == self.gate for g in cached.spec.scheduling_gates)
+
+    def repeats(self, older: Call, done: bool) -> bool:
+        return isinstance(older, GateRemoval) and not done
 
     def send(self, wire: Wire) -> Any:
         """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry.
@@ -254,6 +263,11 @@ class Binding(Call):
 
     def seen(self, cached: Pod | None) -> bool:
         return cached is None or bool(cached.spec.node_name) or cached.is_terminal
+
+    def repeats(self, older: Call, done: bool) -> bool:
+        """A pod is bound once: a pass that sees it on its node already (the view shows the Binding) never
+        binds it again, and one made meanwhile is the same Binding."""
+        return isinstance(older, Binding)
 
     def supersedes(self, older: Call) -> bool:
         """A PodScheduled=False still queued is stale once the pod is bound: written after the Binding, it would

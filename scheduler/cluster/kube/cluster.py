@@ -48,7 +48,7 @@ from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.lanes import Stopped
 from scheduler.cluster.kube.view import KubeView, prune_pod, version
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
-from scheduler.framework.ledger import Ledger, State
+from scheduler.framework.ledger import Ledger
 
 __all__ = ["KubeCluster", "NotLeader"]
 
@@ -176,22 +176,10 @@ class KubeCluster:
 
     # writes (the `Cluster` Protocol)
 
-    def _in_flight(self, slot: str, kind: type[Call], answered: bool = True) -> bool:
-        """A call of `kind` for `slot` is in the ledger (`answered`: also one done, not yet seen by the informer)."""
-        with self.ledger.lock:
-            return any(
-                isinstance(e.call, kind) and (answered or e.state is not State.DONE) for e in self.ledger.entries(slot)
-            )
-
     def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
         """Shown on the node now, sent by a binding worker after the pod's gate removal (kube-scheduler's
         binding cycle). A Binding refused for good leaves the ledger: the pod is pending again."""
-        key = object_key(pod)
-        if self._in_flight(f"pods/{key}", Binding):
-            if not self.may_write():
-                raise NotLeader("bind")
-            return
-        self.dispatcher.add(Binding(key, unit or unit_of(pod), pod=pod, node=node_name))
+        self.dispatcher.add(Binding(object_key(pod), unit or unit_of(pod), pod=pod, node=node_name))
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Shown without the gate now; sent by a gate worker (one patch per gang member, sent synchronously,
@@ -201,8 +189,6 @@ class KubeCluster:
         current = self.current_pod(pod)
         key = object_key(pod)
         if not any(g.name == gate for g in current.spec.scheduling_gates):
-            return
-        if self._in_flight(f"pods/{key}", GateRemoval, answered=False):
             return
         self.dispatcher.add(GateRemoval(key, unit or unit_of(pod), pod=current, gate=gate))
 

@@ -110,6 +110,8 @@ class Dispatcher:
             return
         entry: Entry[Call] = Entry(call)
         with self.ledger.lock:
+            if any(call.repeats(e.call, e.state is State.DONE) for e in self.ledger.entries(call.slot)):
+                return  # the call in flight already makes it
             refused = self.ledger.refused_last(call.slot)
             if refused is not None and call.follows(refused.call) is Order.REQUIRES:
                 entry.state = State.REFUSED  # what it requires was refused already, in this pass
