@@ -25,7 +25,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.kube.cluster import KubeCluster, NotLeader
 from scheduler.cluster.kube.leader_election import LeaderElector
 from scheduler.framework.runner import PassReport, Scheduler
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics, record_pending
 from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 
@@ -173,3 +173,4 @@ class SchedulerProcess:
         for queue, size in pools.items():
             metrics.pending_pods.labels(queue).set(size)
         metrics.pending_pods.labels("active").set(max(0, len(report.pending) - sum(pools.values())))
+        record_pending(metrics, report)
