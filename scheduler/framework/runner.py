@@ -95,6 +95,18 @@ class Pending:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How a unit's placement went before preemption: members placed (with those bound before) of those it
+    needs, kube-scheduler's FitError for the first member that fit nowhere ("" when every member fit), and the
+    members bound in this pass (none for a gang that could not place `minCount`)."""
+
+    placed: int
+    needed: int
+    fit_error: str
+    bound: int
+
+
 @dataclass(slots=True)
 class PassReport:
     """What one `schedule_pending` pass did; `pending` covers the pods it looked at."""
@@ -112,6 +124,8 @@ class PassReport:
     """Pods still pending after the pass, by state (`POD_STATES`; `active` for one no pool holds)."""
     repeats: Counter[str] = field(default_factory=Counter)
     """Units tried again whose reason did not change (said once, counted here), by reason."""
+    attempts: dict[str, Attempt] = field(default_factory=dict)
+    """Each unit tried in the pass, in the order tried, and how its placement went (what `explain` shows)."""
 
 
 class Scheduler:
@@ -437,6 +451,10 @@ class Scheduler:
                 snapshot.nodes.requested[row] -= snapshot.nodes.usage(pod.requests)
                 memo.changed(row)
         already = self._bound_members(unit, snapshot) if unit.group is not None else 0
+        verdicts = [verdict for _, verdict in failures.values() if verdict is not None]
+        fit_error = describe(verdicts[0], len(snapshot.nodes.names)) if verdicts else ""
+        needed = unit.min_count if unit.group is not None and unit.group.is_gang else already + len(unit.members)
+        fitted = len(trial) + already
         if unit.group is not None and unit.group.is_gang and len(trial) + already < unit.min_count:
             for pod, row in trial:
                 snapshot.forget(pod, row)
@@ -454,6 +472,7 @@ class Scheduler:
                 for m in unit.members
             }
             trial = []
+        report.attempts[unit.key] = Attempt(fitted, needed, fit_error, len(trial))
         for pod, row in trial:
             self._bind(pod, row, unit.key, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:

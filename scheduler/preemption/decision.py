@@ -16,6 +16,9 @@ from typing import Any
 from scheduler.api.meta import rfc3339
 
 SEARCH_PLUGIN = "WorkloadPreemption"
+DECISION_SCHEMA = "phalanx.dev/decision/v1"
+"""`schemaVersion` of `Decision.as_json`, the one schema of `simulate -o json`'s `decisions` and `explain -o json`'s
+`decision`: fields may be added within a version; a field renamed, removed or changed in meaning makes a new one."""
 
 
 class VictimReason(enum.StrEnum):
@@ -143,8 +146,9 @@ class Decision:
         return lines
 
     def as_json(self) -> dict[str, Any]:
-        """The whole explanation as data, for tools (`simulate -o json`, key `decisions`)."""
+        """The whole explanation as data: `simulate -o json`'s `decisions`, `explain -o json`'s `decision`."""
         return {
+            "schemaVersion": DECISION_SCHEMA,
             "preemptor": self.preemptor,
             "preemptorPriority": self.preemptor_priority,
             "outcome": self.outcome.value,
