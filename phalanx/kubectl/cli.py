@@ -177,12 +177,13 @@ def _read(args: argparse.Namespace, namespace: str | None) -> tuple[ClusterObjec
 
 
 def _config_file(path: str) -> SchedulerConfiguration:
-    from phalanx.commands.scheduler import load_config
+    """The one SchedulerConfiguration document of `path`, read as `phalanx simulate --config` reads it."""
+    from scheduler.api.manifest import load_manifests
 
-    try:
-        return load_config(path)
-    except Exception as err:
-        raise KubectlError(f"error: --config: {path}: {next(iter(str(err).splitlines()), '')}") from None
+    given = [o for o, _ in load_manifests([path]) if isinstance(o, SchedulerConfiguration)]
+    if len(given) != 1:
+        raise KubectlError(f"error: --config: {path}: expected exactly one SchedulerConfiguration document")
+    return given[0]
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str, str | None]:

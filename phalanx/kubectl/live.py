@@ -42,8 +42,7 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
-from scheduler.cluster.kube.cluster import serves
-from scheduler.cluster.kube.informer import prune
+from scheduler.api.wire import prune
 from scheduler.framework.cluster import ClusterObjects
 
 USER_AGENT = f"kubectl-phalanx/{importlib.metadata.version('phalanx')}"
@@ -171,7 +170,14 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         return call
 
     def native() -> Any:
-        if not serves(api, NATIVE_API_VERSION, "podgroups"):
+        """The native PodGroups, where the server serves them (discovery, which every user may read)."""
+        try:
+            served = _body(custom.get_api_resources(native_group, native_version, **options))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        if not any(r.get("name") == "podgroups" for r in (served or {}).get("resources", [])):
             return None
         call = custom.list_cluster_custom_object(native_group, native_version, "podgroups", **options)
         return _body(call)
