@@ -193,7 +193,7 @@ def _unit(key: str, pods: list[Pod], objects: ClusterObjects, config: SchedulerC
         message="",
     )
     reason, message = _reason(unit, grouped, config)
-    return replace(unit, reason=reason, message=message)
+    return replace(unit, reason=str(reason), message=message)  # a plain string: YAML output has no enums
 
 
 def _reason(unit: Unit, grouped: bool, config: SchedulerConfiguration) -> tuple[str, str]:

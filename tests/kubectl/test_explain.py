@@ -253,3 +253,11 @@ def test_a_broken_dump_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": 3}))
     code, _, err = explain(capsys, "pod", "x", "-f", str(path), "--now", NOW)
     assert code == 1 and err.startswith(f"error: {path}: document 1 (Pod x): spec:") and err.count("\n") == 1
+
+
+def test_yaml_is_the_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = [*gpu_pool(), make_podgroup("train").gang(4).obj(), make_pod("w0").req(gpu=1).group("train").obj()]
+    path = dump(tmp_path, objects)
+    code, out, err = explain(capsys, "pod/w0", "-f", path, "--now", NOW, "-o", "yaml")
+    assert code == 0, err
+    assert yaml.safe_load(out) == as_json(capsys, "pod/w0", "-f", path, "--now", NOW)

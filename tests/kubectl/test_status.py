@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from phalanx.kubectl.cli import main
 from tests.builders import make_node, make_pod, make_podgroup, yaml_documents
@@ -142,3 +143,10 @@ def test_filters_and_sorting(
 def test_nothing_pending_says_so_like_kubectl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = status(capsys, tmp_path, "-n", "quiet")
     assert (code, out, err) == (0, "", "No pending units found in quiet namespace.\n")
+
+
+def test_yaml_is_the_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = status(capsys, tmp_path, "-A", "-o", "yaml")
+    assert code == 0
+    _, again, _ = status(capsys, tmp_path, "-A", "-o", "json")
+    assert yaml.safe_load(out) == json.loads(again)
