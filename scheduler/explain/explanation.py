@@ -127,14 +127,14 @@ def _placement(run: DryRun | None, nodes: int) -> dict[str, Any] | None:
 
 
 def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: Target) -> tuple[Unit, dict[str, Unit]]:
-    """The unit `target` names (a pod's: its group's), and every unit; raises `ExplainError`."""
-    units = units_of(objects, config)
+    """The unit `target` names (a pod's: its group's), and every pending unit; raises `ExplainError`."""
     if target.kind == "pod":
         pod = objects.pods.get(target.key)
         if pod is None:
             raise NotFound(f'pods "{target.name}" not found')
         group = pod.pod_group_name
         key = f"{target.namespace}/{group}" if group else pod.key
+        units = units_of(objects, config, [key])
         unit = units[key]
         if not unit.ours:
             name = pod.spec.scheduler_name or "default-scheduler"
@@ -146,6 +146,7 @@ def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: T
     if found is None or (target.api_version is not None and found.api_version != target.api_version):
         plural = "podgroups." + (target.api_version or "scheduling.phalanx.dev/").split("/")[0]
         raise NotFound(f'{plural} "{target.name}" not found')
+    units = units_of(objects, config, [target.key])
     return units[target.key], units
 
 

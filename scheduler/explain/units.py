@@ -15,7 +15,7 @@ nobody, counts for the pending units nominated to its node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -136,18 +136,25 @@ def is_ours(pod: Pod, config: SchedulerConfiguration) -> bool:
     return (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == config.scheduler_name
 
 
-def units_of(objects: ClusterObjects, config: SchedulerConfiguration) -> dict[str, Unit]:
-    """Every unit with a non-terminal pod, by key (`namespace/name`), and every PodGroup, members or not."""
+def units_of(objects: ClusterObjects, config: SchedulerConfiguration, keys: Collection[str] = ()) -> dict[str, Unit]:
+    """The units with a pending pod of this scheduler, and those named in `keys` (pending or not, a PodGroup
+    without members too), by key (`namespace/name`). Only those are built: a cluster's running pods are tens of
+    thousands of units nobody asked about."""
     grouped: dict[str, list[Pod]] = {}
+    wanted = set(keys)
     for pod in objects.pods.values():
         if pod.is_terminal:
             continue
         group = pod.pod_group_name
         key = f"{pod.metadata.namespace or 'default'}/{group}" if group else pod.key
         grouped.setdefault(key, []).append(pod)
-    for key in objects.pod_groups:
-        grouped.setdefault(key, [])
-    return {key: _unit(key, pods, objects, config) for key, pods in grouped.items()}
+        if not pod.spec.node_name and pod.metadata.deletion_timestamp is None and is_ours(pod, config):
+            wanted.add(key)
+    return {
+        key: _unit(key, grouped.get(key, []), objects, config)
+        for key in sorted(wanted)
+        if key in grouped or key in objects.pod_groups
+    }
 
 
 def _created(pod: Pod) -> float:
