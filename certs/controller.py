@@ -23,10 +23,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -156,8 +159,8 @@ class CertificateController:
     def sync(self) -> dt.datetime:
         """Make one pass; return when the next pass is due (never later than one resync)."""
         state = self._reconcile_secret()
-        bundle = state.ca_bundle_pem
-        self._inject_ca_bundle(bundle)
+        replaced_lately = self.clock() < state.bundle_changed_at + self.settings.policy.grace
+        self._inject_ca_bundle(state.ca_bundle_pem, replaced_lately)
         self._write_files(state)
         now = self.clock()
         return min(next_deadline(state, self.settings.policy), now + self.settings.resync)
@@ -168,10 +171,11 @@ class CertificateController:
         self._thread = threading.Thread(target=self._loop, args=(first,), name="cert-rotation", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop syncing; waits at most `timeout` for a sync under way (the thread is a daemon)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout)
 
     def _loop(self, due: dt.datetime) -> None:
         while not self._stop.wait(max(0.0, (due - self.clock()).total_seconds())):
@@ -221,9 +225,9 @@ class CertificateController:
                 return None
             raise
 
-    def _inject_ca_bundle(self, bundle_pem: bytes) -> None:
+    def _inject_ca_bundle(self, bundle_pem: bytes, replaced_lately: bool) -> None:
         admission = client.AdmissionregistrationV1Api(self.api_client)
-        wanted = base64.b64encode(bundle_pem).decode()
+        wanted = partial(_trusted_bundle, bundle_pem, replaced_lately)
         mutating = self.settings.mutating_webhook_configuration
         validating = self.settings.validating_webhook_configuration
         for _ in range(_MAX_ATTEMPTS):
@@ -260,13 +264,34 @@ _WebhookConfiguration = TypeVar(
 )
 
 
+def _trusted_bundle(bundle_pem: bytes, replaced_lately: bool, current_b64: str | bytes | None) -> str:
+    """caBundle for a webhook that trusts `current_b64` now: the Secret's bundle, base64.
+
+    A Secret replaced whole (broken, or made for another Service) shares no CA with what the API server trusts,
+    and the replicas serve the new certificate one resync after another. Until `grace` after the change
+    (`replaced_lately`), the CAs trusted before stay beside the new ones, so every replica is verified whichever
+    certificate it serves. A rotation always shares a CA between steps and needs no such overlap.
+    """
+    if replaced_lately and current_b64:
+        try:
+            trusted = x509.load_pem_x509_certificates(base64.b64decode(current_b64))
+            new = x509.load_pem_x509_certificates(bundle_pem)
+        except ValueError:
+            trusted = []
+        else:
+            if trusted and not set(trusted) & set(new):
+                bundle_pem += b"".join(c.public_bytes(serialization.Encoding.PEM) for c in trusted)
+    return base64.b64encode(bundle_pem).decode()
+
+
 def _set_ca_bundle(
     name: str,
-    wanted: str,
+    wanted: Callable[[str | bytes | None], str],
     read: Callable[[], _WebhookConfiguration],
     write: Callable[[_WebhookConfiguration], object],
 ) -> None:
-    """Point every webhook of one configuration at our CA bundle; 409 propagates to a retry."""
+    """Point every webhook of one configuration at our CA bundle (`wanted`, given what it trusts now); 409
+    propagates to a retry."""
     try:
         obj = read()
     except ApiException as err:
@@ -276,10 +301,11 @@ def _set_ca_bundle(
             return
         raise
     webhooks = obj.webhooks or []
-    if all(w.client_config.ca_bundle == wanted for w in webhooks):
+    bundles = [wanted(w.client_config.ca_bundle) for w in webhooks]
+    if all(w.client_config.ca_bundle == b for w, b in zip(webhooks, bundles, strict=True)):
         return
-    for w in webhooks:
-        w.client_config.ca_bundle = wanted
+    for w, bundle in zip(webhooks, bundles, strict=True):
+        w.client_config.ca_bundle = bundle
     write(obj)
     log.info("caBundle injected", name=name, webhooks=len(webhooks))
 

@@ -7,6 +7,10 @@ reading two files per handshake. A half-written pair keeps the previous context 
 
 Each worker builds its own app and look-up cache after the fork (threads do not survive a fork), and
 metrics use prometheus-client's multiprocess mode so one scrape sees every worker.
+
+SIGTERM (issue 24): the server exits within `STOP_SECONDS` plus a moment. New connections are refused
+at once and reviews in flight are answered (`ReviewWorker`); a worker still busy at `STOP_SECONDS` is
+killed.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import os
 import shutil
 import ssl
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +28,14 @@ from typing import Any
 import structlog
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import ThreadWorker
 
 log = structlog.get_logger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+STOP_SECONDS = 3
+"""gunicorn's graceful timeout: how long stopping workers may finish their reviews before they are killed. A
+review takes milliseconds; 3 s keeps the whole stop within 5 s, under the chart's terminationGracePeriodSeconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,47 @@ class ReloadingContext:
         return self._context
 
 
+class ReviewWorker(ThreadWorker):  # type: ignore[misc]
+    """gunicorn's `gthread` worker, with two changes to how it stops.
+
+    - It closes its listening sockets as soon as it stops accepting, not when it exits: until then the
+      kernel still takes new connections into the listen backlog, where they wait unanswered.
+    - It waits for the requests it is handling before it exits, until `graceful_timeout`. gunicorn 27.0
+      decides that from a count of connections, and a connection whose close fails (EBADF once its
+      client has gone) is counted off twice: a stopping worker exited with a review in flight.
+    """
+
+    def init_process(self) -> None:
+        self._handling = 0
+        self._handled = threading.Condition()
+        self._stopping_since = 0.0
+        super().init_process()
+
+    def handle(self, conn: Any) -> Any:
+        with self._handled:
+            self._handling += 1
+        try:
+            return super().handle(conn)
+        finally:
+            with self._handled:
+                self._handling -= 1
+                self._handled.notify_all()
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        super().set_accept_enabled(enabled)
+        if not enabled and not self.alive:  # stopping: called once, when the accept loop ends
+            self._stopping_since = time.monotonic()
+            for listener in self.sockets:
+                listener.close()
+
+    def run(self) -> None:
+        super().run()
+        deadline = self._stopping_since + self.cfg.graceful_timeout
+        with self._handled:
+            while self._handling and (left := deadline - time.monotonic()) > 0:
+                self._handled.wait(left)
+
+
 class WebhookServer(BaseApplication):  # type: ignore[misc]
     """A gunicorn application whose workers each call `app_factory` after the fork."""
 
@@ -111,13 +162,13 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             "bind": [o.bind],
             "workers": o.workers,
             "threads": o.threads,
-            "worker_class": "gthread",
+            "worker_class": ReviewWorker,
             "certfile": o.cert_file,
             "keyfile": o.key_file,
             "ssl_context": ssl_context,
             "keepalive": o.keepalive_seconds,
             "timeout": o.timeout_seconds,
-            "graceful_timeout": 10,
+            "graceful_timeout": STOP_SECONDS,
             "loglevel": o.log_level,
             "accesslog": None,
             "child_exit": child_exit,

@@ -1,20 +1,21 @@
-"""`phalanx scheduler`: run the scheduler against a Kubernetes cluster (see README "Run against a cluster")."""
+"""`phalanx scheduler`: run the scheduler against a Kubernetes cluster (see README "Run against a cluster").
+
+SIGTERM or SIGINT stops it within `EXIT_SECONDS` (`phalanx.signals`); a second one ends it at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 import yaml
 from pydantic import ValidationError
 
 from phalanx import logs
 from phalanx.service_account import owner_reference
+from phalanx.signals import StopSignals, exit_now
 from scheduler.api.config import SchedulerConfiguration
 
 
@@ -78,9 +79,11 @@ def run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"leader_election": election})
 
     from scheduler.cluster.kube.cluster import api_client_from
-    from scheduler.cluster.kube.process import SchedulerProcess
+    from scheduler.cluster.kube.process import EXIT_SECONDS, SchedulerProcess
     from scheduler.metrics import serve
 
+    signals = StopSignals()
+    signals.start(deadline_seconds=EXIT_SECONDS)
     try:
         api = api_client_from(args.kubeconfig)
     except Exception as err:
@@ -104,11 +107,4 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"metrics on {args.metrics_bind.rpartition(':')[0]}:{server.server_address[1]}", file=sys.stderr, flush=True
         )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return process.run(stop)
+    exit_now(process.run(signals.stop))

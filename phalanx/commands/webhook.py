@@ -129,4 +129,4 @@ def run(args: argparse.Namespace) -> int:
         return serve(options, app_factory, owned_dir)
     finally:
         if controller is not None:
-            controller.stop()
+            controller.stop(timeout=1.0)  # a sync on a server that stopped answering must not hold the exit

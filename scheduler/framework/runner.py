@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -136,12 +136,18 @@ class Scheduler:
         profile: Profile,
         actuator: Actuator | None = None,
         all_schedulers: bool = False,
+        interrupted: Callable[[], bool] = lambda: False,
     ) -> None:
         self.cluster = cluster
         self.config = config
         self.profile = profile
         self.actuator = actuator
         self.all_schedulers = all_schedulers
+        self.interrupted = interrupted
+        """Asked after each snapshot and before each unit: true when this scheduler must stop acting (told to
+        stop, or its replica lost the Lease). The pass then ends with `PassAborted` instead of going through
+        every unit: one that retries 10,000 pending pods takes seconds, and may write nothing that would
+        notice the Lease is gone."""
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
         self._cache = PodInfoCache()
         self._assumed: dict[str, str] = {}
@@ -177,8 +183,10 @@ class Scheduler:
         self._take_refusals(objects, now)
         self._confirm_assumed(objects)
         snapshot = build_snapshot(objects, now, self.config, self._cache, self._assumed)
+        self._check_interrupted()
         if self._remove_gang_gates(snapshot):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache, self._assumed)
+            self._check_interrupted()
         self._report_warnings(snapshot, report)
         pending = self._pending_pods(snapshot)
         held: dict[str, str] = {}
@@ -187,6 +195,7 @@ class Scheduler:
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
         for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
+            self._check_interrupted()
             report.units_tried += 1
             tried.add(unit.key)
             try:
@@ -253,6 +262,11 @@ class Scheduler:
             report.pods[state or "active"] += 1
         self.reasons.keep(units)
         report.reasons = dict(self.reasons.current)
+
+    def _check_interrupted(self) -> None:
+        """After each snapshot and before each unit, the moments a pass can end without leaving a unit half done."""
+        if self.interrupted():
+            raise PassAborted("interrupted")
 
     def _report_warnings(self, snapshot: Snapshot, report: PassReport) -> None:
         """Report each new finding of the configuration checks: a Warning Event (when there is an object) and a log."""

@@ -46,7 +46,7 @@ Control from tests (no HTTP, no faults):
 - `fail(method, path_prefix, status, times=1, retry_after=None, body=None)`: next matching
   requests fail (`method` "*" for any; 429 uses the recorded "storage is (re)initializing" body;
   410 on a watch is an ERROR event). `hang(method, path_prefix, seconds, times=1)`: hold, then drop
-  the connection unanswered.
+  the connection unanswered. `delay(method, path_prefix, seconds, times=1)`: hold, then answer.
 - `compact()`: new oldest retained RV; older watches and Exact lists get 410.
 - `restart(down_seconds=0.0, compact=True)`: drop all connections, refuse for a while, serve again.
 - Knobs: `termination_seconds` (0.05: how long a terminating bound pod stays), `hold_terminating`,

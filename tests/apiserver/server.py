@@ -121,7 +121,7 @@ def ordered(rtype: ResourceType, obj: Obj) -> Obj:
 
 @dataclass
 class Fault:
-    """The next `remaining` requests whose method and path match fail with `status`, or hang."""
+    """The next `remaining` requests whose method and path match fail with `status`, hang, or are answered late."""
 
     method: str
     path_prefix: str
@@ -130,6 +130,7 @@ class Fault:
     retry_after: int | None = None
     hang_seconds: float = 0.0
     body: Obj | None = None
+    delay_seconds: float = 0.0
 
     def matches(self, method: str, path: str) -> bool:
         return self.remaining > 0 and self.method in ("*", method) and path.startswith(self.path_prefix)
@@ -279,6 +280,13 @@ class ApiServer:
     def hang(self, method: str, path_prefix: str, seconds: float, times: int = 1) -> Fault:
         """Hold the next `times` matching requests for `seconds`, then drop the connection unanswered."""
         fault = Fault(method, path_prefix, times, hang_seconds=seconds)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def delay(self, method: str, path_prefix: str, seconds: float, times: int = 1) -> Fault:
+        """Hold the next `times` matching requests for `seconds`, then serve them as usual (a slow server)."""
+        fault = Fault(method, path_prefix, times, delay_seconds=seconds)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -789,7 +797,9 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None:
                 fault.remaining -= 1
         try:
-            if fault is not None:
+            if fault is not None and fault.delay_seconds:
+                time.sleep(fault.delay_seconds)
+            elif fault is not None:
                 self._inject(fault, query)
                 return
             self._route(method, path, query, body)

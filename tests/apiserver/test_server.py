@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -256,6 +257,13 @@ def test_hang_times_out_the_client(trainers: ApiServer, core: client.CoreV1Api) 
     assert fault.remaining < 10
     fault.remaining = 0
     assert core.read_namespaced_pod("trainer-0", "ml-team").spec.node_name == "gpu-node-1"
+
+
+def test_delay_answers_late(trainers: ApiServer, core: client.CoreV1Api) -> None:
+    trainers.delay("GET", "/api/v1/namespaces/ml-team/pods/trainer-0", seconds=0.3)
+    started = time.monotonic()
+    assert core.read_namespaced_pod("trainer-0", "ml-team").spec.node_name == "gpu-node-1"
+    assert time.monotonic() - started >= 0.3
 
 
 def test_graceful_delete_marks_then_removes_bound_pod(trainers: ApiServer, core: client.CoreV1Api) -> None:

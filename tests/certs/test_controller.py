@@ -233,6 +233,33 @@ def test_secret_edited_by_hand_is_replaced(cluster: ApiServer, kubeconfig: Path,
     assert (tmp_path / "certs" / "tls.crt").read_bytes() == _secret(cluster)["tls.crt"]
 
 
+def test_a_secret_replaced_whole_keeps_every_replica_verified_while_they_catch_up(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A broken Secret gets a new CA: until every replica serves the new certificate (one resync each), the API
+    server must still trust the old CA for the replicas that serve the old one."""
+    clock = Clock()
+    a = _replica(kubeconfig, tmp_path / "a", clock)
+    b = _replica(kubeconfig, tmp_path / "b", clock)
+    a.sync()
+    b.sync()
+    secret = cluster.get("secrets", SECRET, namespace=NS)
+    assert secret is not None
+    secret["data"]["tls.crt"] = base64.b64encode(b"not a certificate").decode()
+    cluster.apply(secret)
+
+    a.sync()  # replaces the Secret (new CA) and injects; b still serves the old certificate
+    _assert_apiserver_trusts(cluster, tmp_path / "a", clock.now)
+    _assert_apiserver_trusts(cluster, tmp_path / "b", clock.now)
+
+    clock.now += dt.timedelta(minutes=1)
+    b.sync()  # one resync later b serves the new one too
+    clock.now += dt.timedelta(minutes=2)  # past the grace period: only the new CA is trusted
+    a.sync()
+    _assert_apiserver_trusts(cluster, tmp_path / "b", clock.now)
+    assert all(b == _secret(cluster)["ca.crt"] for b in _ca_bundles(cluster))
+
+
 def test_uninstall_removes_configurations_and_secret_once(
     cluster: ApiServer, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

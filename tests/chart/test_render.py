@@ -19,6 +19,7 @@ from cryptography.x509.verification import PolicyBuilder, Store
 
 from certs.controller import settings_from_env
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.cluster.kube.process import EXIT_SECONDS
 from tests.chart.conftest import CHART, NAMESPACE, Helm
 from webhook.app import create_app
 from webhook.rules.lookups import MemoryLookups
@@ -90,6 +91,8 @@ def test_values_outside_the_schema_are_refused(helm: Helm) -> None:
         ("webhook.timeoutSeconds=60", "webhook.timeoutSeconds"),
         ("scheduler.minRuntime.preempt=ten minutes", "scheduler.minRuntime.preempt"),
         ("webhook.replicaz=3", "Additional property replicaz is not allowed"),
+        ("scheduler.terminationGracePeriodSeconds=5", "scheduler.terminationGracePeriodSeconds"),
+        ("webhook.terminationGracePeriodSeconds=2", "webhook.terminationGracePeriodSeconds"),
     ]:
         done = helm.run("template", "phalanx", str(CHART), "--set", bad)
         assert done.returncode != 0 and want in done.stderr, (bad, done.stderr)
@@ -111,6 +114,24 @@ def test_pods_run_locked_down_with_requests(rendered: dict[str | None, list[Doc]
             assert sc["runAsNonRoot"] is True, name
             assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, name
             assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"], name
+
+
+STOP_BOUNDS = {"-scheduler": EXIT_SECONDS, "-webhook": 5.0}
+"""Seconds from SIGTERM to exit, at the latest (issue 24): the scheduler's own deadline, and the webhook's bound
+(gunicorn's graceful timeout, `webhook.server.STOP_SECONDS`, is 3 s of it)."""
+STOP_MARGIN = 5.0
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_sigkill_comes_after_the_processes_stop_with_a_margin(
+    rendered: dict[str | None, list[Doc]], values: str | None
+) -> None:
+    for suffix, bound in STOP_BOUNDS.items():
+        spec = _one(rendered[values], "Deployment", suffix)["spec"]["template"]["spec"]
+        # the grace period runs from the deletion: a preStop sleep spends it before SIGTERM is sent
+        hook = ((spec["containers"][0].get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}
+        pre_stop = float(hook.get("seconds", 0))
+        assert spec["terminationGracePeriodSeconds"] >= pre_stop + bound + STOP_MARGIN, suffix
 
 
 @pytest.mark.parametrize("values", VALUE_SETS)

@@ -229,9 +229,13 @@ class Stack:
         config.update({"backoffSeconds": 0.2, "maxBackoffSeconds": 1.0, **overrides})
         return config
 
-    def start_scheduler(self, **overrides: Any) -> Process:
-        """A new `phalanx scheduler` (the previous one must be stopped or killed first)."""
-        assert self.scheduler is None or not self.scheduler.running, "one scheduler at a time"
+    def start_scheduler(self, standby: bool = False, **overrides: Any) -> Process:
+        """A new `phalanx scheduler` (the previous one must be stopped or killed first).
+
+        With `standby`, a second replica beside the running one, as the chart runs two: it is returned once its
+        caches are synced, waiting for the Lease, and the caller stops it (it is not `scheduler`).
+        """
+        assert standby or self.scheduler is None or not self.scheduler.running, "one scheduler at a time"
         self._generation += 1
         name = f"scheduler-{self._generation}"
         config_path = self.work / f"{name}.yaml"
@@ -247,7 +251,11 @@ class Stack:
             "--identity",
             name,
         ]
-        self.scheduler = Process(name, args, self.work, self._env_of("scheduler", name)).start()
+        process = Process(name, args, self.work, self._env_of("scheduler", name)).start()
+        if standby:
+            wait_for(lambda: "caches synced" in process.log(), timeout=120, what=f"{name} to sync its caches")
+            return process
+        self.scheduler = process
         lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/phalanx-scheduler"
         wait_for(lambda: self._holds_lease(lease, name), timeout=60, what=f"{name} to take the Lease")
         return self.scheduler

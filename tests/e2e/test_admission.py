@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.control_plane import Json, collection_path, wait_for
 from tests.e2e.objects import GATE, NATIVE, PHALANX, Pool
 from tests.e2e.stack import Stack
 
@@ -33,7 +33,14 @@ def test_member_pod_gets_gate_and_scheduler_name(pool: Pool) -> None:
 
 def test_pod_group_priority_defaults_from_the_global_default_class(pool: Pool) -> None:
     default = pool.priority_class("default", 4242, globalDefault=True)
-    (made,) = pool.create(pool.pod_group("g", {"gang": {"minCount": 1}}))
+    group = pool.pod_group("g", {"gang": {"minCount": 1}})
+    # the webhook learns of new PriorityClasses from its watch, as the Priority admission plugin does: wait for it
+    dry_run = f"{collection_path(group)}?dryRun=All"
+    wait_for(
+        lambda: pool.api.request("POST", dry_run, group).body.get("spec", {}).get("priorityClassName") == default,
+        what=f"the webhook to see {default}",
+    )
+    (made,) = pool.create(group)
     assert made["spec"]["priorityClassName"] == default
     assert made["spec"]["priority"] == 4242
     assert made["spec"]["disruptionMode"] == "Pod"

@@ -113,6 +113,7 @@ def test_pod_group_conditions_merge_and_start_time_is_annotated(apiserver: ApiSe
     cluster.set_pod_group_condition(group(), scheduled)
     cluster.set_pod_group_condition(group(), target)
     cluster.set_pod_group_condition(group(), target)
+    wait_for(lambda: [c.type for c in group().status.conditions] == ["PodGroupScheduled", "DisruptionTarget"])
     cluster.annotate_pod_group(group(), START_ANNOTATION, "2026-11-22T05:00:00Z")
     wait_for(lambda: group().metadata.annotations.get(START_ANNOTATION) == "2026-11-22T05:00:00Z")
     assert [c.type for c in group().status.conditions] == ["PodGroupScheduled", "DisruptionTarget"]

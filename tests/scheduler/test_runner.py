@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
+
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.memory import MemoryCluster
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, PassAborted
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import NodeVerdict, PostFilterResult
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
@@ -158,3 +160,19 @@ def test_preemptor_binds_as_soon_as_its_victims_are_gone() -> None:
     assert scheduler.schedule_pending().bindings == []
     cluster.advance(EPOCH + timedelta(seconds=2))
     assert [(b.pod, b.node) for b in scheduler.schedule_pending().bindings] == [("default/p", "n1")]
+
+
+def test_an_interrupted_pass_stops_before_its_next_unit() -> None:
+    """A scheduler told to stop mid-pass (here once two pods are bound) leaves it between two units: what it
+    bound stays bound, and the next unit is not tried."""
+    pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(3)]
+    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="8").obj(), *pods]), EPOCH)
+
+    def bound() -> list[str]:
+        return sorted(p.key for p in cluster.objects().pods.values() if p.spec.node_name)
+
+    profile = default_profile(SchedulerConfiguration())
+    scheduler = Scheduler(cluster, SchedulerConfiguration(), profile, interrupted=lambda: len(bound()) == 2)
+    with pytest.raises(PassAborted):
+        scheduler.schedule_pending()
+    assert bound() == ["default/p0", "default/p1"]

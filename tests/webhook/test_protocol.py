@@ -1,4 +1,4 @@
-"""The HTTP contract over real HTTPS: malformed reviews, health, readiness, metrics, TLS version, reload."""
+"""The HTTP contract over real HTTPS: malformed reviews, health, readiness, metrics, TLS version, reload, stop."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from http.client import HTTPSConnection
+from http.client import HTTPResponse, HTTPSConnection
 from pathlib import Path
 
 import pytest
@@ -224,5 +225,46 @@ def test_a_worker_that_exits_leaves_the_metrics_of_the_others_in_place(cluster: 
             hook._conn = None  # new connections: every worker answers some
             status, _ = hook.post("validate", denied)
             assert status == 200
+    finally:
+        hook.stop()
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_sigterm_answers_the_review_in_flight_refuses_new_connections_and_exits_within_5s(
+    cluster: ApiServer, tmp_path: Path
+) -> None:
+    """Issue 24: a review whose body is still coming when SIGTERM arrives is answered; a new connection is
+    refused at once, not left unanswered in the listen backlog; the server exits within 5 s."""
+    hook = start_webhook(tmp_path, cluster.kubeconfig(tmp_path / "kubeconfig"), workers=2)
+    body = json.dumps(REVIEW).encode()
+    head = "POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    try:
+        raw = socket.create_connection(("127.0.0.1", hook.port), timeout=10)
+        in_flight = hook.context().wrap_socket(raw, server_hostname="127.0.0.1")
+        in_flight.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode())
+        time.sleep(0.5)  # the worker has read the request line and headers, and waits for the body
+        sent = time.monotonic()
+        hook.process.send_signal(signal.SIGTERM)
+        deadline = sent + 1.0
+        while not refused(hook.port):
+            assert time.monotonic() < deadline, "new connections still accepted 1 s after SIGTERM"
+            time.sleep(0.05)
+        in_flight.sendall(body)
+        reply = HTTPResponse(in_flight)  # type: ignore[arg-type]
+        reply.begin()
+        answer = json.loads(reply.read())
+        status = hook.process.wait(timeout=30)
+        exited = time.monotonic() - sent
+        print(f"\nwebhook: SIGTERM -> exited: {exited:.2f} s")
+        assert (reply.status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, UID, True)
+        assert status == 0, hook.log_file.read_text()[-3000:]
+        assert exited < 5.0
     finally:
         hook.stop()

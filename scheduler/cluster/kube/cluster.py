@@ -3,20 +3,20 @@
 Reads come from informers (list-then-watch caches, `informer.py`), so a pass never waits on the
 API. Our own writes are overlaid on the cache until the watch delivers them: a pod we bound counts
 on its node in the very next pass, which is what keeps a node from being over-committed between a
-Binding and its watch event (kube-scheduler's "assume"). Bindings and gate removals are sent by
-pools of workers, as kube-scheduler's binding cycle does (a Binding waits for its pod's gate
-removal); PodScheduled conditions go to a writer thread of their own, PodGroup writes to one ordered
-writer thread. So `bind`
-never raises `AlreadyBound` here: on a 409 "already assigned" the pod is assumed on the node the
-message names until the watch shows it. Every pod is cached, whoever schedules it, so nodes are
-accounted for in full.
+Binding and its watch event (kube-scheduler's "assume"). Writes are sent from lanes of worker
+threads (`lanes.py`): Bindings and gate removals as kube-scheduler's binding cycle does (a Binding
+waits for its pod's gate removal), preemption writes, PodScheduled conditions on a thread of their
+own, PodGroup writes on one ordered thread, Events. Stopping drops what they only queued and
+finishes what is on the wire (`stop_writing`, `stop`). So `bind` never raises `AlreadyBound` here: on a
+409 "already assigned" the pod is assumed on the node the message names until the watch shows it.
+Every pod is cached, whoever schedules it, so nodes are accounted for in full.
 
 Writes are idempotent, so a restarted scheduler may replay them: 409 on Binding means someone
 placed the pod, deletes carry a UID precondition and ignore "already gone", gate
 removal is a JSON patch guarded by a `test` of the gate list, condition writes are skipped when
 nothing changes. Like kube-scheduler, the back end reports `Scheduled` after each Binding and
 `FailedScheduling` when a pod's PodScheduled condition turns Unschedulable (or its message
-changes); Events go out from a background thread so they never slow a pass, and they and the
+changes); Events go out from their own lane so they never slow a pass, and they and the
 PodScheduled messages wait while a preemption is under way (`hold.py`). Transient failures
 (429, 5xx, timeouts) are retried with jittered backoff; a write made in a pass that still fails
 raises `WriteRefused` with the server's answer (`refusal.py`), which fails only its unit, and a
@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import queue
 import re
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,9 +53,9 @@ from scheduler.api.workload import Workload
 from scheduler.cluster.kube.backoff import call_with_retry
 from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.informer import Informer, prune
+from scheduler.cluster.kube.lanes import Lane, LaneFull, Lanes, LaneStopped, Stopped
 from scheduler.cluster.kube.refusal import FAILED_WRITES, answer, refusals
 from scheduler.cluster.kube.transport import Transport
-from scheduler.cluster.kube.workers import started_pool
 from scheduler.framework.cluster import BackgroundRefusal, ClusterObjects, PassAborted, object_key
 
 log = structlog.get_logger(__name__)
@@ -215,8 +214,12 @@ def _reason(exc: BaseException | None) -> str:
 
 def _log_failed_write(event: str, exc: BaseException, **fields: str) -> None:
     """A refusal or a lost connection is a warning; anything else (an answer our models cannot read) is
-    a bug, logged with its traceback (plain, without frame locals: `phalanx.logs`)."""
-    if isinstance(exc, FAILED_WRITES):
+    a bug, logged with its traceback (plain, without frame locals: `phalanx.logs`). A write not sent
+    because this replica no longer leads (it lost or handed back the Lease) is neither: the next leader
+    decides it anew."""
+    if isinstance(exc, NotLeader):
+        log.debug(event, error="NotLeader", **fields)
+    elif isinstance(exc, FAILED_WRITES):
         log.warning(event, error=_reason(exc), **fields)
     else:
         log.error(event, error=_reason(exc), exc_info=exc, **fields)
@@ -278,17 +281,23 @@ class KubeCluster:
         """PodScheduled conditions waiting for the writer thread, by pod key (the newest wins)."""
         self._condition_writes: dict[str, threading.Event] = {}
         """PodScheduled writes on the wire, by pod key: a Binding of that pod waits for its write to end."""
-        self._preempter = started_pool(preemption_workers, "preempt")
         self._shown_versions: dict[str, int] = {}
         self._shown_nodes: dict[str, str] = {}
-        self._binder = started_pool(binding_workers, "binder")
-        self._gater = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gates")
         self._ungating: dict[str, tuple[str, Future[bool]]] = {}
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
-        self._conditions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pod-conditions")
+        self._binder = Lane("bindings", binding_workers)
+        self._gater = Lane("gate-removals", 4)
+        self._preempter = Lane("preemption", preemption_workers)
+        self._writer = Lane("podgroup-conditions", 1)
+        """One thread, so the conditions written to a PodGroup keep their order."""
+        self._starts = Lane("podgroup-starts", 4)
+        """Min-runtime starts, apart from the conditions: 200 gangs starting at once queued 400 writes on one
+        thread, and a start written seconds late leaves its gang without protection meanwhile."""
+        self._conditions = Lane("pod-conditions", 1)
+        self._events = Lane("events", 1, limit=10_000)
+        self._lanes = Lanes(
+            self._binder, self._gater, self._preempter, self._writer, self._starts, self._conditions, self._events
+        )
         self._hold = PreemptionHold(best_effort_hold_seconds)
-        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10_000)
-        self._event_thread = threading.Thread(target=self._send_events, name="events", daemon=True)
         scheduling: Any = client.SchedulingV1Api(api)
         policy: Any = client.PolicyV1Api(api)
 
@@ -342,23 +351,33 @@ class KubeCluster:
     # lifecycle
 
     def start(self) -> None:
-        self._event_thread.start()
         for informer in self.informers:
             informer.start()
 
-    def stop(self) -> None:
-        """Finish in-flight Bindings, then stop; Events still queued are dropped (they are best effort)."""
-        self._hold.release()
-        self._preempter.shutdown(wait=True, cancel_futures=True)
-        self._binder.shutdown(wait=True, cancel_futures=True)
-        self._gater.shutdown(wait=True, cancel_futures=True)
-        self._writer.shutdown(wait=True)
-        self._conditions.shutdown(wait=True)
+    def stop_writing(self) -> None:
+        """Stopping, first step: take no more writes and drop what is only queued, but for what is owed (a
+        gang's min-runtime start). It waits for nothing, so the caller can hand its Lease back at once.
+
+        From here no write is retried and nothing waits for a preemption (`hold.py`): a PodScheduled message
+        or an Event that was waiting for one is not sent. Writes on the wire go on; `stop` waits for them.
+        """
         self._stop.set()
-        self._events.put(None)
-        self._event_thread.join(timeout=self.request_timeout_seconds)
+        self._hold.release()
+        self._lanes.drop_queued()
+
+    def stop(self, deadline: float | None = None) -> Stopped:
+        """Stopping, last step (after `stop_writing`, which it does if the caller did not): the writes on the
+        wire, and the owed ones, are finished by `deadline` (`time.monotonic()`; default: one request
+        timeout from now), then the watches closed. A leader hands its Lease back before this step, so a
+        write that would follow one on the wire (a victim's deletion after its DisruptionTarget, a Binding
+        after its gate removal) is not sent: the next leader decides it anew (issue 24)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.request_timeout_seconds
+        self.stop_writing()
+        stopped = self._lanes.finish(deadline)
         for informer in self.informers:
-            informer.stop()
+            informer.stop(timeout=max(0.0, deadline - time.monotonic()))
+        return stopped
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every informer has listed: scheduling before that would double-book nodes."""
@@ -491,13 +510,18 @@ class KubeCluster:
 
     # writes
 
-    def _call(self, operation: str, call: Callable[[], Any]) -> Any:
-        """Run one write (returning the parsed body), retried."""
-        if not self.may_write():
+    def _call(self, operation: str, call: Callable[[], Any], owed: bool = False) -> Any:
+        """Run one write (returning the parsed body), retried; only while this replica leads, except an `owed`
+        write once stopping (see `annotate_pod_group`)."""
+
+        def leading() -> bool:
+            return self.may_write() or (owed and self._stop.is_set())
+
+        if not leading():
             raise NotLeader(operation)
 
         def guarded() -> Any:
-            if not self.may_write():
+            if not leading():
                 raise NotLeader(operation)
             return call()
 
@@ -581,7 +605,7 @@ class KubeCluster:
             self._binding_refused(pod, exc)
             return
         except Exception as exc:
-            log.warning("binding failed", pod=key, node=node_name, error=type(exc).__name__)
+            _log_failed_write("binding failed", exc, pod=key, node=node_name)
             self._binding_refused(pod, exc)
             return
         self.record_event(pod, "Normal", "Scheduled", f"Successfully assigned {key} to {node_name}")
@@ -635,7 +659,7 @@ class KubeCluster:
             self._remove_gate_now(pod, gate)
             return True
         except Exception as exc:
-            log.warning("gate removal failed", pod=key, gate=gate, error=type(exc).__name__)
+            _log_failed_write("gate removal failed", exc, pod=key, gate=gate)
             self.record_event(pod, "Warning", "FailedScheduling", f"Removing scheduling gate {gate}: {answer(exc)}")
             self._refuse("remove_gate", key)
             self.changed.set()
@@ -774,6 +798,8 @@ class KubeCluster:
         cached = self.pods.get(key)  # read before taking our lock: the informer calls back into it
         with self._lock:
             pod, condition = self._scheduled_conditions.pop(key)
+            if self._stop.is_set():
+                return  # it waited for a preemption, not for an answer: stopping drops it
             seen = (cached, self._pod_overlay.get(key))
             if condition.status == "False" and (key in self._assumed or any(p and p.spec.node_name for p in seen)):
                 return
@@ -889,11 +915,14 @@ class KubeCluster:
         return None
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
-        """Queued for the writer thread, after any condition written before it."""
+        """Queued for the starts' lane. Owed: when stopping it is sent though only queued, and after the Lease
+        was handed back. The next leader finds the group running and never writes its min-runtime start
+        again, and without it the group has no min-runtime protection; nothing else writes it, so it cannot
+        undo the next leader's work."""
         if not self.may_write():
             raise NotLeader("annotate_group")
         if self._current_group(group).metadata.annotations.get(key) != value:
-            self._writer.submit(self._write_quietly, "annotate_group", group, key, value)
+            self._starts.submit(self._write_quietly, "annotate_group", group, key, value, owed=True)
 
     def _write_annotation(self, group: PodGroup, key: str, value: str) -> None:
         current = self._current_group(group)
@@ -906,6 +935,7 @@ class KubeCluster:
                 lambda: self._transport.request(
                     self.custom.patch_namespaced_custom_object, _group_path(current), body, MERGE_PATCH
                 ),
+                owed=True,
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -934,21 +964,21 @@ class KubeCluster:
         def after_condition(done: Future[None]) -> None:
             """Runs in the worker that wrote the condition, which sends the deletion right away (a victim is
             gone sooner than if it queued behind every other victim's condition); in the caller's thread
-            only when the write had already finished, and then the deletion goes to the pool."""
-            if done.cancelled() or done.exception() is not None:
-                failure = None if done.cancelled() else done.exception()
-                if failure is None:
-                    log.warning("victim not deleted: its DisruptionTarget was not written", pod=key, error="cancelled")
-                else:
-                    _log_failed_write("victim not deleted: its DisruptionTarget was not written", failure, pod=key)
-                    self._refuse("set_condition", key, answer(failure))
+            only when the write had already finished, and then the deletion goes to the pool; in the
+            stopping thread when stopping dropped the write, and then the victim is not deleted."""
+            failure = None if done.cancelled() else done.exception()
+            if failure is not None:
+                _log_failed_write("victim not deleted: its DisruptionTarget was not written", failure, pod=key)
+                self._refuse("set_condition", key, answer(failure))
+                self._undelete(key)
+            elif done.cancelled():  # dropped by stopping, which counts it
                 self._undelete(key)
             elif threading.get_ident() != caller:
                 self._send_deletion(pod, grace_period_seconds)
             else:
                 try:
                     self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
-                except RuntimeError:  # shutting down: the next leader decides again
+                except LaneStopped:  # the next leader decides again
                     self._undelete(key)
 
         marked.add_done_callback(after_condition)
@@ -1015,30 +1045,33 @@ class KubeCluster:
         if related is not None:
             body["related"] = self._reference(related)
         try:
-            self._events.put_nowait(body)
-        except queue.Full:
+            self._events.submit(self._send_event, body)
+        except LaneFull:
             self._count("event", "dropped")
             log.warning("event dropped", regarding=object_key(regarding), reason=reason)
+        except LaneStopped:
+            pass  # stopping: Events are best effort, and the next leader reports what still holds
 
-    def _send_events(self) -> None:
-        while (body := self._events.get()) is not None and not self._stop.is_set():
-            self._hold.wait()
-            namespace = body["metadata"]["namespace"]
-            try:
-                call_with_retry(
-                    "event",
-                    lambda namespace=namespace, body=body: self._transport.request(  # type: ignore[misc]
-                        self.events.create_namespaced_event,
-                        f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-                        body,
-                    ),
-                    self._stop,
-                    attempts=3,
-                )
-                self._count("event", "success")
-            except Exception as exc:
-                self._count("event", "error")
-                log.warning("event not recorded", regarding=body["regarding"].get("name"), error=type(exc).__name__)
+    def _send_event(self, body: dict[str, Any]) -> None:
+        self._hold.wait()
+        if self._stop.is_set():
+            return  # it waited for a preemption, not for an answer: stopping drops it
+        namespace = body["metadata"]["namespace"]
+        try:
+            call_with_retry(
+                "event",
+                lambda: self._transport.request(
+                    self.events.create_namespaced_event,
+                    f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                    body,
+                ),
+                self._stop,
+                attempts=3,
+            )
+            self._count("event", "success")
+        except Exception as exc:
+            self._count("event", "error")
+            log.warning("event not recorded", regarding=body["regarding"].get("name"), error=type(exc).__name__)
 
     @staticmethod
     def _reference(obj: ApiModel) -> dict[str, Any]:

@@ -20,6 +20,7 @@ are applied, as after `helm install --skip-crds` or a GitOps sync in any order, 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -83,12 +84,14 @@ class Informer(Generic[M]):
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching; waits at most `timeout` for the thread (a daemon: a list still on the wire is left behind)."""
         self._stop.set()
         response = self._response
         if response is not None:
-            response.shutdown()
-        self._thread.join(timeout=5)
+            with contextlib.suppress(ValueError, OSError):  # the watch ended meanwhile and let go of its socket
+                response.shutdown()
+        self._thread.join(timeout=timeout)
 
     def items(self) -> dict[str, M]:
         """A copy of the cache: the caller may read it while the watch keeps applying events."""

@@ -70,12 +70,22 @@ class LeaderElector:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, release: bool = True) -> None:
-        """Stop renewing; with `release`, hand the Lease back so a standby need not wait it out."""
+    def stop(self, *, deadline: float, release: bool = True) -> None:
+        """Stop renewing; with `release`, hand the Lease back so a standby need not wait it out.
+
+        Nothing here outlasts `deadline` (`time.monotonic()`), so a stop bounded in time stays bounded when
+        the API server no longer answers: a renewal on the wire, then the release, are waited for until then
+        (the client retries a GET or PUT that times out, three times over, whatever its timeout says).
+        """
         self._stop.set()
-        self._thread.join(timeout=self.retry_period + 5)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=min(self.retry_period + 5, max(0.0, deadline - time.monotonic())))
         if release and self.is_leader():
-            self._release()
+            releasing = threading.Thread(target=self._release, name="lease-release", daemon=True)
+            releasing.start()
+            releasing.join(timeout=max(0.0, deadline - time.monotonic()))
+            if releasing.is_alive():
+                log.warning("lease not released by the stop deadline", lease=f"{self.namespace}/{self.name}")
         self._set_leader(None)
 
     def _run(self) -> None:
