@@ -65,7 +65,7 @@ def render(explained: Explanation, now: datetime) -> str:
     if run.decision is not None:
         out += "Preemption now (dry run, nothing written):\n"
         lines = run.decision.summary()
-        details = run.decision.details()
+        details = run.decision.details(pending=False)
         shown = details[:DETAIL_LINES]
         more = (
             [f"  ... {len(details) - DETAIL_LINES} more lines (-o json for all)"] if len(details) > DETAIL_LINES else []
