@@ -32,6 +32,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from pydantic import ValidationError
 
 from scheduler.api.meta import ApiModel
+from scheduler.api.wire import prune as prune  # also cluster.py's, which imports it from here
 from scheduler.cluster.kube.backoff import Backoff
 
 log = structlog.get_logger(__name__)
@@ -43,22 +44,6 @@ ABSENT_RETRY_SECONDS = 2.0
 
 class Expired(Exception):
     """The watch's resourceVersion is older than the server keeps (HTTP 410): relist."""
-
-
-POD_STATUS_READ = frozenset({"phase", "conditions", "startTime", "nominatedNodeName"})
-"""The Pod status fields a pass reads (`scheduler.api.pod.PodStatus`); the kubelet's others are dropped."""
-
-
-def prune(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` without the fields no pass reads (in place): managedFields, and most of a Pod's status."""
-    meta = raw.get("metadata")
-    if meta is not None:
-        meta.pop("managedFields", None)
-    if kind == "pods":
-        status = raw.get("status")
-        if status:
-            raw["status"] = {k: v for k, v in status.items() if k in POD_STATUS_READ}
-    return raw
 
 
 def object_key(raw: dict[str, Any]) -> str:
