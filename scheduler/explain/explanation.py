@@ -72,17 +72,9 @@ class Explanation:
             "target": {"kind": self.target.kind, "namespace": self.target.namespace, "name": self.target.name},
             "unit": {
                 "key": unit.key,
-                "kind": unit.kind,
-                "apiVersion": unit.api_version,
                 "policy": unit.policy,
                 "disruptionMode": unit.group.disruption_mode if unit.group is not None else None,
-                "priority": unit.priority,
-                "priorityClassName": unit.priority_class,
-                "queue": unit.queue or None,
-                "created": rfc3339(unit.created) if unit.created is not None else None,
-                "reason": unit.reason,
-                "message": unit.message,
-                "members": {"exist": unit.exist, "bound": unit.bound, "min": unit.min_count},
+                **unit.as_json(),
             },
             "members": [
                 {

@@ -57,18 +57,7 @@ class PendingWork:
 
 
 def unit_json(unit: Unit) -> dict[str, Any]:
-    return {
-        "unit": unit.key,
-        "kind": unit.kind,
-        "apiVersion": unit.api_version,
-        "priority": unit.priority,
-        "priorityClassName": unit.priority_class,
-        "queue": unit.queue or None,
-        "created": rfc3339(unit.created) if unit.created is not None else None,
-        "reason": unit.reason,
-        "message": unit.message,
-        "members": {"exist": unit.exist, "bound": unit.bound, "min": unit.min_count},
-    }
+    return {"unit": unit.key, **unit.as_json()}
 
 
 def pending_work(

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.meta import rfc3339
 from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClassNotFound
@@ -91,6 +93,20 @@ class Unit:
     ours: bool
     reason: str
     message: str
+
+    def as_json(self) -> dict[str, Any]:
+        """What `status -o json` shows of a unit, and `explain -o json` with more beside it."""
+        return {
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "priority": self.priority,
+            "priorityClassName": self.priority_class,
+            "queue": self.queue or None,
+            "created": rfc3339(self.created) if self.created is not None else None,
+            "reason": self.reason,
+            "message": self.message,
+            "members": {"exist": self.exist, "bound": self.bound, "min": self.min_count},
+        }
 
     @property
     def api_version(self) -> str:
