@@ -33,6 +33,10 @@ class ClusterObjects:
     queues: dict[str, Queue] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    victims_in_flight: frozenset[str] = frozenset()
+    """Pods this scheduler asked to delete whose deletion its view of the cluster does not show yet (the kube
+    back end: the watch has not delivered it). The preemptor waits for them (`Scheduler._units`). Always empty
+    in memory, where a deletion takes effect when it is asked for."""
 
 
 def object_key(obj: ApiModel) -> str:

@@ -190,7 +190,7 @@ class Scheduler:
         self._report_warnings(snapshot, report)
         pending = self._pending_pods(snapshot)
         held: dict[str, str] = {}
-        units = self._units(pending, snapshot, report, held)
+        units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
         placed: set[str] = set()
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
@@ -404,15 +404,39 @@ class Scheduler:
             removed = True
         return removed
 
+    def _running_preemption(self, objects: ClusterObjects) -> set[str]:
+        """Units whose preemption is still being sent: a victim whose deletion the view does not show yet.
+
+        Such a unit is not tried until every deletion of its preemption shows, as kube-scheduler's
+        DefaultPreemption PreEnqueue keeps a preemptor (every member of a pod group) out of the queue
+        while its asynchronous preemption runs (`Executor.IsPodRunningPreemption`, KEP-4832). Tried
+        meanwhile, it saw some victims gone and others not, and bound where a victim happened to go
+        first instead of on its nomination: on another node than `phalanx simulate` predicts, where all
+        victims of a decision go at once (fuzz seed 284884 protected #3).
+        """
+        in_flight = objects.victims_in_flight
+        return {self._preempting_for[key] for key in in_flight if key in self._preempting_for}
+
     def _units(
-        self, pending: list[PodInfo], snapshot: Snapshot, report: PassReport, held: dict[str, str]
+        self,
+        pending: list[PodInfo],
+        snapshot: Snapshot,
+        report: PassReport,
+        held: dict[str, str],
+        preempting: set[str],
     ) -> list[SchedulingUnit]:
         """PreEnqueue every pending pod; group the admitted ones into units. `held` gets the state of each pod
-        PreEnqueue held back (`gated`, `waiting`)."""
+        PreEnqueue held back (`gated`, `waiting`). Units in `preempting` wait, as upstream's PreEnqueue holds
+        them (in the gated pool, their pods `nominated`, their reason unchanged), until their preemption's
+        deletions show."""
         lone: list[SchedulingUnit] = []
         grouped: dict[str, list[PodInfo]] = {}
         self.queue.gated.clear()
         for info in pending:
+            if (info.group_key or info.key) in preempting:
+                self.queue.gated.add(info.key)
+                held[info.key] = "nominated"
+                continue
             status = self._pre_enqueue(info, snapshot)
             if not status.is_success:
                 self.queue.gated.add(info.key)

@@ -275,6 +275,10 @@ class KubeCluster:
         self._deleting: dict[str, str] = {}
         """Victims whose deletion was requested (pod key -> uid), shown as terminating by `objects()` meanwhile."""
         self._deleting_copies: Copies = {}
+        self._unseen_deletions: dict[str, str] = {}
+        """Victims whose deletion was requested (pod key -> uid) until the informer's cache shows it (the pod gone,
+        replaced, or with a deletionTimestamp), whatever our own write's answer showed before: `objects()` lists
+        them in `victims_in_flight`, and their preemptor waits meanwhile."""
         self._disrupting: dict[str, Future[None]] = {}
         """DisruptionTarget writes in flight, by pod key: the victim's deletion is sent once its write succeeded."""
         self._scheduled_conditions: dict[str, tuple[Pod, Condition]] = {}
@@ -389,6 +393,12 @@ class KubeCluster:
         return True
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
+        if kind == "pods" and old is not None:
+            with self._lock:
+                uid = self._unseen_deletions.get(object_key(old))
+            if uid is not None and (new is None or new.metadata.uid != uid or new.metadata.deletion_timestamp):
+                self.changed.set()  # even the echo of our DELETE: only a pass lets its waiting preemptor go
+                return
         if kind == "pods" and new is None:
             if old is not None:
                 self._hold.done(object_key(old), old.metadata.uid or "")
@@ -440,6 +450,7 @@ class KubeCluster:
         pods = self.pods.items()
         groups = self._pod_groups()
         with self._lock:
+            in_flight = self._deletions_in_flight(pods)
             self._shown_versions = self._overlay(pods, self._pod_overlay)
             self._overlay(groups, self._group_overlay)
             gate_copies, node_copies = self._gate_copies, self._node_copies
@@ -482,7 +493,25 @@ class KubeCluster:
             queues=self.queues.items(),
             priority_classes=self.priority_classes.items(),
             pdbs=self.pdbs.items(),
+            victims_in_flight=in_flight,
         )
+
+    def _deletions_in_flight(self, cached: dict[str, Pod]) -> frozenset[str]:
+        """The victims whose deletion the informer's cache does not show yet (called with the lock held).
+
+        The cache, not our overlay: a DELETE's answer can show a victim terminating while the cache still
+        holds it running, and one victim's watch event can come before another's. Upstream's preemptor waits
+        until the lister shows its last victim deleted (`IsPodRunningPreemption`); the watch delivers events
+        in order, so by then it shows every earlier one too.
+        """
+        waiting = []
+        for key, uid in list(self._unseen_deletions.items()):
+            pod = cached.get(key)
+            if pod is None or pod.metadata.uid != uid or pod.metadata.deletion_timestamp is not None:
+                del self._unseen_deletions[key]
+            else:
+                waiting.append(key)
+        return frozenset(waiting)
 
     @staticmethod
     def _overlay(cached: dict[str, Any], overlay: dict[str, Any]) -> dict[str, int]:
@@ -954,6 +983,7 @@ class KubeCluster:
         self._hold.victim(key, pod.metadata.uid or "")
         with self._lock:
             self._deleting[key] = pod.metadata.uid or ""
+            self._unseen_deletions[key] = pod.metadata.uid or ""
             marked = self._disrupting.pop(key, None)
         if marked is None:
             self._preempter.submit(self._send_deletion, pod, grace_period_seconds)
@@ -987,6 +1017,7 @@ class KubeCluster:
         self._hold.done(key)
         with self._lock:
             self._deleting.pop(key, None)
+            self._unseen_deletions.pop(key, None)
         self.changed.set()
 
     def _send_deletion(self, pod: Pod, grace_period_seconds: int | None) -> None:
