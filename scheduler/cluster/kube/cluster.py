@@ -198,6 +198,14 @@ def _copy(copies: Copies, key: str, value: str, pod: Pod, field: str) -> Pod:
     return copy
 
 
+def _terminating(pod: Pod) -> bool:
+    """Deleted, and kept by a grace period or a finalizer: not about to vanish within its DELETE."""
+    meta = pod.metadata
+    if meta.deletion_timestamp is None:
+        return False
+    return bool(meta.deletion_grace_period_seconds) or bool(meta.finalizers)
+
+
 def _prune(copies: Copies, live: dict[str, Any]) -> None:
     """Drop copies whose reason (an assumed binding, a gate removal in flight) is gone."""
     if len(copies) > len(live):
@@ -396,7 +404,7 @@ class KubeCluster:
         if kind == "pods" and old is not None:
             with self._lock:
                 uid = self._unseen_deletions.get(object_key(old))
-            if uid is not None and (new is None or new.metadata.uid != uid or new.metadata.deletion_timestamp):
+            if uid is not None and (new is None or new.metadata.uid != uid or _terminating(new)):
                 self.changed.set()  # even the echo of our DELETE: only a pass lets its waiting preemptor go
                 return
         if kind == "pods" and new is None:
@@ -503,11 +511,17 @@ class KubeCluster:
         holds it running, and one victim's watch event can come before another's. Upstream's preemptor waits
         until the lister shows its last victim deleted (`IsPodRunningPreemption`); the watch delivers events
         in order, so by then it shows every earlier one too.
+
+        A victim deleted with no grace period counts only once it is gone. The API server writes it with a
+        deletionTimestamp (grace 0) before it removes it, in the same request, and the watch delivers both:
+        released on the first, the preemptor saw that victim still on its nominated node, and another
+        victim of the same decision already gone elsewhere (fuzz seed 284884 protected #3). Only a victim
+        a kubelet must stop (a grace period) or a finalizer holds counts from its deletionTimestamp on.
         """
         waiting = []
         for key, uid in list(self._unseen_deletions.items()):
             pod = cached.get(key)
-            if pod is None or pod.metadata.uid != uid or pod.metadata.deletion_timestamp is not None:
+            if pod is None or pod.metadata.uid != uid or _terminating(pod):
                 del self._unseen_deletions[key]
             else:
                 waiting.append(key)
