@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/phalanx simulate $(DEMO)
+	@echo 'On a cluster, `kubectl phalanx explain pod|podgroup NAME` says why a unit waits: README.md, "Why is it pending?"'
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -35,10 +35,19 @@ Workloads (`--workloads`, default all three):
   table quotes its published figures for the large ones; `--kube-preemption 100:16,500:64,1000:64`
   runs it everywhere (each run is cut at `--kube-preemption-timeout`).
 
+- `explain` (issue 22): `kubectl phalanx explain|status` on a cluster of `--nodes` full nodes (32 CPU) and
+  `--pods` running pods spread over them (created bound, priority classes fill-0..4 by node, as `preempt`
+  fills them), plus pending work and no scheduler running: the 64-pod gang of `preempt` (16 CPU members,
+  its victims to be found among all of them), a gang waiting for members and a gated pod. Each command runs
+  `--explain-runs` times as a user runs it (the `kubectl-phalanx` executable, admin kubeconfig, the chart's
+  scheduler ConfigMap in place), timed end to end: process start, every LIST, decoding, the dry run and the
+  output. CPU is the command's (user + system, its children's rusage) and kube-apiserver's over the same time.
+
 Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
 
     .venv/bin/python bench/real_apiserver.py
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads drain --rounds 1
+    .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads explain
 
 `--json FILE` also writes every measurement. Not part of `make test`.
 """
@@ -71,6 +80,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = (ROOT / ".." / "shared" / "kube").resolve()
 PHALANX = ROOT / ".venv" / "bin" / "phalanx"
+PLUGIN = ROOT / ".venv" / "bin" / "kubectl-phalanx"
 GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
 PHALANX_SCHEDULER = "phalanx-scheduler"
@@ -554,6 +564,8 @@ class Result:
     hwm_mib: float = 0.0
     decision_seconds: float | None = None
     bound_seconds: float | None = None
+    runs: list[float] = field(default_factory=list)
+    """`explain`: the wall seconds of each run of the command."""
     victims: dict[str, int] = field(default_factory=dict)
     note: str = ""
 
@@ -775,6 +787,109 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
     )
 
 
+def explain(plane: ControlPlane, nodes: int, pods: int, runs: int) -> list[Result]:
+    """`kubectl phalanx explain podgroup gang` and `status -A`, timed end to end (see the module docstring)."""
+    api = plane.api
+    namespace = new_namespace(plane, "explain")
+    per_node = max(1, pods // nodes)
+    cpu_fill = f"{NODE_CPU * 1000 // per_node}m"
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                f"fill-{i}",
+                namespace,
+                KUBE_SCHEDULER,
+                cpu_fill,
+                "1Gi",
+                node_name=f"node-{i % nodes}",
+                priority_class_name=f"fill-{(i % nodes) % CLASSES}",
+            )
+            for i in range(pods)
+        ),
+        workers=16,
+    )
+    group = "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{ns}/podgroups"
+    for name, count in (("gang", 64), ("waiting", 8)):
+        api.request(
+            "POST",
+            group.format(ns=namespace),
+            {
+                "apiVersion": "scheduling.phalanx.dev/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": count}}, "priorityClassName": "gang-high"},
+            },
+        )
+    pending = [
+        pod(
+            f"gang-{m}",
+            namespace,
+            PHALANX_SCHEDULER,
+            "16",
+            "1Gi",
+            priority_class_name="gang-high",
+            labels={GROUP_LABEL: "gang"},
+        )
+        for m in range(64)
+    ]
+    pending += [
+        pod(f"waiting-{m}", namespace, PHALANX_SCHEDULER, "1", "1Gi", labels={GROUP_LABEL: "waiting"}) for m in range(2)
+    ]
+    pending.append(
+        pod(
+            "gated",
+            namespace,
+            PHALANX_SCHEDULER,
+            "1",
+            "1Gi",
+            extra_spec={"schedulingGates": [{"name": "example.com/quota"}]},
+        )
+    )
+    api.create_many("/api/v1/namespaces/{ns}/pods", pending)
+    api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "phalanx-system"}}
+    )
+    api.request(
+        "POST",
+        "/api/v1/namespaces/phalanx-system/configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "phalanx-scheduler", "namespace": "phalanx-system"},
+            "data": {"config.yaml": "apiVersion: scheduling.phalanx.dev/v1alpha1\nkind: SchedulerConfiguration\n"},
+        },
+    )
+    commands = {
+        "explain podgroup": ["explain", "podgroup", "gang", "-n", namespace],
+        "status -A": ["status", "-A"],
+    }
+    results = []
+    env = {**os.environ, "KUBECONFIG": str(plane.dir / "kubeconfig")}
+    for label, args in commands.items():
+        result = Result(f"explain: {label}", "kubectl-phalanx", 0, nodes, pods)
+        for _ in range(runs):
+            apiserver = proc_cpu_seconds(plane.apiserver_pid())
+            before = os.times()
+            started = time.perf_counter()
+            done = subprocess.run([str(PLUGIN), *args], capture_output=True, text=True, env=env, check=False)
+            result.runs.append(time.perf_counter() - started)
+            after = os.times()
+            if done.returncode != 0:
+                raise RuntimeError(f"kubectl-phalanx {' '.join(args)}: {done.stderr}")
+            result.cpu_seconds = (after.children_user - before.children_user) + (
+                after.children_system - before.children_system
+            )
+            result.note = f"kube-apiserver CPU {proc_cpu_seconds(plane.apiserver_pid()) - apiserver:.2f} s"
+            result.hwm_mib = 0.0
+        result.seconds = statistics.median(result.runs)
+        first = done.stdout.splitlines()
+        result.note += f"; output {len(first)} lines, first: {first[0] if first else ''!r}"
+        results.append(result)
+    cleanup(plane, namespace)
+    return results
+
+
 # ---------------------------------------------------------------------------------------------------- report
 
 
@@ -807,7 +922,10 @@ def report(results: list[Result]) -> None:
     print("\n== every run (in order)")
     for r in results:
         line = f"{r.workload:8} {r.scheduler:15} round {r.round} nodes {r.nodes:>5} pods {r.pods:>6}"
-        if r.workload == "preempt":
+        if r.workload.startswith("explain"):
+            each = ", ".join(f"{t:.2f}" for t in r.runs)
+            line += f" median {fmt(r.seconds, 2)} s of {each}; CPU of the last run {fmt(r.cpu_seconds, 2)} s"
+        elif r.workload == "preempt":
             line += (
                 f" decision {fmt(r.decision_seconds, 3)} s, all bound {fmt(r.bound_seconds, 3)} s, victims {r.victims}"
             )
@@ -880,6 +998,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
     parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
+    parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
     args = parser.parse_args()
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
@@ -924,6 +1043,9 @@ def main() -> int:
                         r // len(kinds),
                     )
         plane.ensure_nodes(args.nodes)
+        if "explain" in workloads:
+            for result in explain(plane, args.nodes, args.pods, args.explain_runs):
+                record(result, 0)
         for workload, fn in (("drain", drain), ("stream", stream)):
             if workload not in workloads:
                 continue

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("phalanx.commands.scheduler", "run the scheduler against a Kubernetes cluster"),
     "webhook": ("phalanx.commands.webhook", "serve the admission webhook over TLS"),
     "certs": ("phalanx.commands.certs", "generate a CA and the webhook's serving certificate"),
+    "explain": ("phalanx.commands.explain", "why a pod or PodGroup is pending (also `kubectl phalanx explain`)"),
+    "status": ("phalanx.commands.status", "the cluster's pending work at a glance (also `kubectl phalanx status`)"),
 }
 
 

@@ -1,7 +1,8 @@
 """The scheduler process's Prometheus metrics and its `/metrics` + `/healthz` endpoint.
 
-Names follow issue 7 where it fixes them (`scheduler_pending_pods`, the
-`phalanx_podgroup_preemption_*` pair) and STYLE.md otherwise (`phalanx_scheduler_<what>_<unit>`).
+Names follow issue 7 and issue 22 where they fix them (`scheduler_pending_pods`, the
+`phalanx_podgroup_preemption_*` pair, `phalanx_pending_units` and `phalanx_pending_pods`) and STYLE.md
+otherwise (`phalanx_scheduler_<what>_<unit>`). `record_pending` sets the pending gauges from a pass.
 Each `SchedulerMetrics` owns its registry, so two replicas in one test process do not share gauges.
 """
 
@@ -13,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from scheduler.framework.runner import POD_STATES, PassReport
 
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -53,6 +56,39 @@ class SchedulerMetrics:
             registry=r,
         )
         self.relists = Counter("phalanx_scheduler_informer_relists_total", "Informer LISTs.", ["kind"], registry=r)
+        self.pending_units = Gauge(
+            "phalanx_pending_units",
+            "Pending scheduling units (a pod, or a PodGroup's pending members) by Queue and reason.",
+            ["queue", "reason"],
+            registry=r,
+        )
+        self.pending_pods_by_state = Gauge(
+            "phalanx_pending_pods",
+            "Pending pods by what they wait for: gated, waiting (for their gang), unschedulable, backoff, nominated.",
+            ["state"],
+            registry=r,
+        )
+        self.repeated_reasons = Counter(
+            "phalanx_scheduler_repeated_reasons_total",
+            "Units tried again with an unchanged pending reason: said (logged, evented) once, counted here.",
+            ["reason"],
+            registry=r,
+        )
+
+
+def record_pending(metrics: SchedulerMetrics, report: PassReport) -> None:
+    """Set the pending gauges from what a pass left pending, and count its repeated reasons."""
+    units: dict[tuple[str, str], int] = {}
+    for said in report.reasons.values():
+        labels = (said.queue, str(said.reason))
+        units[labels] = units.get(labels, 0) + 1
+    metrics.pending_units.clear()
+    for (queue, code), count in units.items():
+        metrics.pending_units.labels(queue, code).set(count)
+    for state in {*POD_STATES, *report.pods}:
+        metrics.pending_pods_by_state.labels(state).set(report.pods.get(state, 0))
+    for code, count in report.repeats.items():
+        metrics.repeated_reasons.labels(code).inc(count)
 
 
 def serve(metrics: SchedulerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> ThreadingHTTPServer:

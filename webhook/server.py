@@ -45,7 +45,11 @@ class ServerOptions:
     key_file: str
     workers: int = 2
     threads: int = 8
-    keepalive_seconds: int = 75
+    keepalive_seconds: int = 120
+    """Longer than the API server's idle timeout for its webhook connections (90 s, Go's default transport), so
+    the API server is the one that closes an idle connection. The other way round, a review it sends on a
+    connection just as we close it fails with "write: broken pipe" (a POST is not retried), and the pod's
+    creation with it under `failurePolicy: Fail`: seen at 75 s, after a minute without admissions."""
     timeout_seconds: int = 30
     log_level: str = "info"
 

@@ -38,6 +38,10 @@ class ClusterObjects:
     queues: dict[str, Queue] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    victims_in_flight: dict[str, str] = field(default_factory=dict)
+    """Pods this scheduler asked to delete whose deletion its view of the cluster does not show yet (the kube
+    back end: the watch has not delivered it), each with the unit it was deleted for (its preemptor, which
+    waits for them: `Scheduler._units`). Always empty in memory, where a deletion takes effect when asked."""
 
 
 def unit_of(pod: Pod) -> str:

@@ -7,10 +7,11 @@ for a member, whatever the pod's own class says (docs/DESIGN.md, API: Priority).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.api.pod import Pod
+from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
 
 
@@ -65,3 +66,10 @@ class VictimUnit:
     @property
     def is_group(self) -> bool:
         return self.group is not None and self.group.disruption_mode == "PodGroup"
+
+
+def unit_queue(group: PodGroup | None, pods: Sequence[PodInfo]) -> str | None:
+    """A unit's leaf queue: its PodGroup's `spec.queueName`, else the queue label of its pods."""
+    if group is not None and group.spec.queue_name:
+        return group.spec.queue_name
+    return next((info.labels[QUEUE_LABEL] for info in pods if info.labels.get(QUEUE_LABEL)), None)

@@ -118,6 +118,13 @@ class SchedulingQueue:
         self._parked.pop(unit.key, None)
         self._failed_this_pass.discard(unit.key)
 
+    def pool(self, key: str) -> str | None:
+        """`backoff` or `unschedulable` for a parked unit, as `pools` counts it; None when it is not parked."""
+        parked = self._parked.get(key)
+        if parked is None:
+            return None
+        return "backoff" if parked.fingerprint != self._fingerprint else "unschedulable"
+
     def pools(self) -> dict[str, int]:
         """Sizes of the backoff, unschedulable and gated pools after the last pass."""
         backoff = sum(1 for p in self._parked.values() if p.fingerprint != self._fingerprint)

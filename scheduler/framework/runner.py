@@ -8,6 +8,11 @@ that does not fit runs the PostFilter plugins, for the members still pending (ne
 pass); a proposal with victims or nominations is handed to the actuator. Time comes only from
 `cluster.now()`, so the same code runs on the simulator's clock.
 
+Each unit's reason is said once (`reasons.py`): when it changes, the runner logs it, writes it in the
+PodGroup's `PodGroupScheduled` condition (the members' one-line message, the preemption part included:
+who protects whom, until when) and records a Warning Event on the PodGroup; a unit tried again with the
+same reason is only counted. The pass report says what is pending and why, for metrics.
+
 A write the API server refuses (or a bug in one unit's cycle) fails that unit only (docs/DESIGN.md,
 invariant 7): a `FailedScheduling` Warning on it, `SchedulerError` on its pending members, and a retry
 after a backoff that doubles while the refusals go on; the pass goes on with the next unit. A write the
@@ -24,6 +29,7 @@ fixing it by hand would expect.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -48,9 +54,10 @@ from scheduler.framework.feasibility import describe
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
 from scheduler.framework.ledger import Refusal
 from scheduler.framework.placement import PlacementMemo
-from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit, unit_queue
 from scheduler.framework.profile import Profile
 from scheduler.framework.queue import SchedulingQueue
+from scheduler.framework.reasons import PendingReason, ReasonBook, UnitReason
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.framework.status import Code, Status, error, unschedulable
@@ -63,6 +70,10 @@ GROUP_SCHEDULED = "PodGroupScheduled"
 
 PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
 """PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
+HELD = {"SchedulingGated": "gated", "WaitingForGang": "waiting"}
+"""A held pod's PodScheduled reason -> its state in `PassReport.pods`."""
+POD_STATES = ("gated", "waiting", "unschedulable", "backoff", "nominated")
+"""What a pending pod waits for after a pass (kube-scheduler's `scheduler_pending_pods` queues, by cause)."""
 
 
 class Actuator(Protocol):
@@ -85,6 +96,18 @@ class Pending:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How a unit's placement went before preemption: members placed (with those bound before) of those it
+    needs, kube-scheduler's FitError for the first member that fit nowhere ("" when every member fit), and the
+    members bound in this pass (none for a gang that could not place `minCount`)."""
+
+    placed: int
+    needed: int
+    fit_error: str
+    bound: int
+
+
 @dataclass(slots=True)
 class PassReport:
     """What one `schedule_pending` pass did; `pending` covers the pods it looked at."""
@@ -96,6 +119,14 @@ class PassReport:
     units_tried: int = 0
     warnings: list[ConfigurationWarning] = field(default_factory=list)
     """Configuration findings reported for the first time in this pass."""
+    reasons: dict[str, UnitReason] = field(default_factory=dict)
+    """Every unit still pending after the pass, and the reason the scheduler last gave it."""
+    pods: Counter[str] = field(default_factory=Counter)
+    """Pods still pending after the pass, by state (`POD_STATES`; `active` for one no pool holds)."""
+    repeats: Counter[str] = field(default_factory=Counter)
+    """Units tried again whose reason did not change (said once, counted here), by reason."""
+    attempts: dict[str, Attempt] = field(default_factory=dict)
+    """Each unit tried in the pass, in the order tried, and how its placement went (what `explain` shows)."""
 
 
 class Scheduler:
@@ -122,6 +153,8 @@ class Scheduler:
         self._cache = PodInfoCache()
         self._reported: dict[str, set[WarningKey]] = {}
         """Per configuration check, the findings of its last answer: those are not reported again."""
+        self.reasons = ReasonBook()
+        """What each pending unit was last told: a reason is said (logged, written, evented) when it changes."""
 
     def is_ours(self, pod: Pod) -> bool:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
@@ -137,18 +170,22 @@ class Scheduler:
         objects = self.cluster.objects()
         self._take_refusals(objects, now)
         snapshot = build_snapshot(objects, now, self.config, self._cache)
-        self.queue.keep_refusals({info.group_key or info.key for info in self._pending_pods(snapshot)}, now)
         self._check_interrupted()
         if self._remove_gang_gates(snapshot):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
             self._check_interrupted()
         self._report_warnings(snapshot, report)
-        units = self._units(snapshot, report)
+        pending = self._pending_pods(snapshot)
+        self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
+        held: dict[str, str] = {}
+        units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
         placed: set[str] = set()
+        tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
         for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
             self._check_interrupted()
             report.units_tried += 1
+            tried.add(unit.key)
             try:
                 self._schedule_unit(unit, memo, report, placed)
             except PassAborted:
@@ -156,8 +193,63 @@ class Scheduler:
             except Exception as err:  # a refused write, or a bug, fails this unit only (invariant 7)
                 self._unit_failed(unit, err, snapshot.now, report, placed)
         self.queue.settle(fingerprint(snapshot, placed))
+        self._tell_held(snapshot, report, tried)
+        self._summarise(pending, held, placed, snapshot, report)
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
         return report
+
+    def _tell(
+        self, unit: str, group: PodGroup | None, reason: UnitReason, report: PassReport, event: bool = True
+    ) -> None:
+        """Say a unit's reason if it changed: a log line and a Warning Event on its PodGroup for a failure, and the
+        PodGroup's condition (`group` is None when the group's condition must not change, e.g. members were just
+        bound). An unchanged reason is counted instead. The condition is also written when it differs from the
+        stored one (written by a previous leader, or by hand)."""
+        changed = self.reasons.say(unit, reason)
+        if group is not None:
+            self._group_condition(group, reason)
+        if not changed:
+            report.repeats[reason.reason] += 1
+            return
+        failed = reason.reason in (PendingReason.UNSCHEDULABLE, PendingReason.SCHEDULER_ERROR)
+        if reason.reason == PendingReason.UNSCHEDULABLE:
+            log.info("unit unschedulable", unit=unit, reason=reason.message)
+        if failed and event and group is not None and self.reasons.may_record(unit, self.cluster.now()):
+            self.cluster.record_event(group, "Warning", "FailedScheduling", reason.message)
+
+    def _tell_held(self, snapshot: Snapshot, report: PassReport, tried: set[str]) -> None:
+        """Units whose pods PreEnqueue held back (gated, or waiting for their gang) and that were not tried: their
+        reason is the first held member's. A group's condition says it only while none of its members is bound."""
+        told: set[str] = set()
+        for pending in report.pending:
+            if pending.reason not in HELD:
+                continue
+            info = snapshot.pods.get(pending.pod)
+            key = (info.group_key if info is not None else None) or pending.pod
+            if key in tried or key in told:
+                continue
+            told.add(key)
+            group = snapshot.groups.get(key)
+            members = snapshot.members.get(key, [])
+            queue = unit_queue(group, [info] if info is not None else []) or ""
+            fresh = group if group is not None and not any(m.node_name for m in members) else None
+            self._tell(key, fresh, UnitReason(PendingReason(pending.reason), pending.message, queue), report)
+
+    def _summarise(
+        self, pending: list[PodInfo], held: dict[str, str], placed: set[str], snapshot: Snapshot, report: PassReport
+    ) -> None:
+        """What is still pending after the pass: each unit's reason, and the pods by state."""
+        nominated = {p.key for p in snapshot.nominated}
+        units: set[str] = set()
+        for info in pending:
+            if info.key in placed:
+                continue
+            unit = info.group_key or info.key
+            units.add(unit)
+            state = held.get(info.key) or ("nominated" if info.key in nominated else self.queue.pool(unit))
+            report.pods[state or "active"] += 1
+        self.reasons.keep(units)
+        report.reasons = dict(self.reasons.current)
 
     def _check_interrupted(self) -> None:
         """After each snapshot and before each unit, the moments a pass can end without leaving a unit half done."""
@@ -248,6 +340,9 @@ class Scheduler:
         for member in unit.members:
             if member.key not in placed:
                 self._pending(member, "SchedulerError", message, report)
+        queue = unit_queue(unit.group, unit.members) or ""
+        reason = UnitReason(PendingReason.SCHEDULER_ERROR, message, queue)
+        self._tell(unit.key, unit.group, reason, report, event=False)  # its Warning Event is above, on every failure
 
     def _pending_pods(self, snapshot: Snapshot) -> list[PodInfo]:
         return [
@@ -274,12 +369,38 @@ class Scheduler:
             removed = True
         return removed
 
-    def _units(self, snapshot: Snapshot, report: PassReport) -> list[SchedulingUnit]:
-        """PreEnqueue every pending pod; group the admitted ones into units."""
+    def _running_preemption(self, objects: ClusterObjects) -> set[str]:
+        """Units whose preemption is still being sent: a victim whose deletion the view does not show yet.
+
+        Such a unit is not tried until every deletion of its preemption shows, as kube-scheduler's
+        DefaultPreemption PreEnqueue keeps a preemptor (every member of a pod group) out of the queue
+        while its asynchronous preemption runs (`Executor.IsPodRunningPreemption`, KEP-4832). Tried
+        meanwhile, it saw some victims gone and others not, and bound where a victim happened to go
+        first instead of on its nomination: on another node than `phalanx simulate` predicts, where all
+        victims of a decision go at once (fuzz seed 284884 protected #3).
+        """
+        return set(objects.victims_in_flight.values())
+
+    def _units(
+        self,
+        pending: list[PodInfo],
+        snapshot: Snapshot,
+        report: PassReport,
+        held: dict[str, str],
+        preempting: set[str],
+    ) -> list[SchedulingUnit]:
+        """PreEnqueue every pending pod; group the admitted ones into units. `held` gets the state of each pod
+        PreEnqueue held back (`gated`, `waiting`). Units in `preempting` wait, as upstream's PreEnqueue holds
+        them (in the gated pool, their pods `nominated`, their reason unchanged), until their preemption's
+        deletions show."""
         lone: list[SchedulingUnit] = []
         grouped: dict[str, list[PodInfo]] = {}
         self.queue.gated.clear()
-        for info in self._pending_pods(snapshot):
+        for info in pending:
+            if (info.group_key or info.key) in preempting:
+                self.queue.gated.add(info.key)
+                held[info.key] = "nominated"
+                continue
             status = self._pre_enqueue(info, snapshot)
             if not status.is_success:
                 self.queue.gated.add(info.key)
@@ -288,6 +409,7 @@ class Scheduler:
                     if status.code == Code.ERROR
                     else PENDING_REASONS.get(status.plugin, "Unschedulable")
                 )
+                held[info.key] = HELD.get(reason, "gated")
                 self._pending(info, reason, status.message(), report)
             elif info.group_key is None:
                 lone.append(SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy))
@@ -326,6 +448,10 @@ class Scheduler:
                 snapshot.nodes.requested[row] -= snapshot.nodes.usage(pod.requests)
                 memo.changed(row)
         already = self._bound_members(unit, snapshot) if unit.group is not None else 0
+        verdicts = [verdict for _, verdict in failures.values() if verdict is not None]
+        fit_error = describe(verdicts[0], len(snapshot.nodes.names)) if verdicts else ""
+        needed = unit.min_count if unit.group is not None and unit.group.is_gang else already + len(unit.members)
+        fitted = len(trial) + already
         if unit.group is not None and unit.group.is_gang and len(trial) + already < unit.min_count:
             for pod, row in trial:
                 snapshot.forget(pod, row)
@@ -343,13 +469,15 @@ class Scheduler:
                 for m in unit.members
             }
             trial = []
+        report.attempts[unit.key] = Attempt(fitted, needed, fit_error, len(trial))
         for pod, row in trial:
             self._bind(pod, row, unit.key, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:
             # The group just started running: min-runtime counts from here (docs/DESIGN.md, API: Min-runtime).
             self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
-        if unit.group is not None:
-            self._group_condition(unit.group, bool(trial) or not failures, failures)
+        scheduled = bool(trial) or not failures
+        if unit.group is not None and scheduled:
+            self._group_condition(unit.group, None)
         if not failures:
             self.queue.done(unit)
             return
@@ -358,17 +486,16 @@ class Scheduler:
             # never takes a nomination (the API server refuses it, issue 11).
             bound = {pod.key for pod, _ in trial}
             unit = replace(unit, members=tuple(m for m in unit.members if m.key not in bound))
-        self._post_filter(unit, snapshot, state, failures, report, placed)
+        reason = self._post_filter(unit, snapshot, state, failures, report, placed)
+        self._tell(unit.key, None if scheduled else unit.group, reason, report)
 
-    def _group_condition(
-        self, group: PodGroup, scheduled: bool, failures: dict[str, tuple[Status, NodeVerdict | None]]
-    ) -> None:
-        """`PodGroupScheduled` on the PodGroup: True once members are bound, else why not (written on change)."""
-        if scheduled:
+    def _group_condition(self, group: PodGroup, reason: UnitReason | None) -> None:
+        """`PodGroupScheduled` on the PodGroup: True once members are bound (`reason` None), else the unit's
+        reason and one-line message, the same its members' Events carry (written on change)."""
+        if reason is None:
             condition = Condition(type=GROUP_SCHEDULED, status="True", reason="Scheduled", message="")
         else:
-            first = next(iter(failures.values()))[0]
-            condition = Condition(type=GROUP_SCHEDULED, status="False", reason="Unschedulable", message=first.message())
+            condition = Condition(type=GROUP_SCHEDULED, status="False", reason=reason.reason, message=reason.message)
         current = next((c for c in group.status.conditions if c.type == GROUP_SCHEDULED), None)
         if current is not None and (current.status, current.reason, current.message or "") == (
             condition.status,
@@ -431,7 +558,9 @@ class Scheduler:
         failures: dict[str, tuple[Status, NodeVerdict | None]],
         report: PassReport,
         placed: set[str],
-    ) -> None:
+    ) -> UnitReason:
+        """Run the PostFilter plugins (preemption) for the unit's failed members; returns the unit's reason: its
+        first failed member's message with what the plugins said (who protects whom, until when)."""
         statuses = {key: status for key, (status, _) in failures.items()}
         until: datetime | None = None
         notes: list[str] = []
@@ -465,6 +594,14 @@ class Scheduler:
                 status = failures[member.key][0]
                 reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
                 self._pending(member, reason, status.message() + suffix, report)
+        first = next(iter(failures.values()))[0]
+        if preempting:
+            code = PendingReason.PREEMPTING
+        elif first.code == Code.ERROR:
+            code = PendingReason.SCHEDULER_ERROR
+        else:
+            code = PendingReason.UNSCHEDULABLE
+        return UnitReason(code, first.message() + suffix, unit_queue(unit.group, unit.members) or "")
 
     def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> None:
         report.pending.append(Pending(info.key, reason, message))

@@ -106,16 +106,24 @@ class PodInfoCache:
         return info
 
     def _requests(self, pod: Pod) -> dict[str, int]:
-        """`effective_requests` plus one `pods`, memoised by the resource fields (replicas share them)."""
+        """`effective_requests` plus one `pods`, memoised by the resource fields (replicas share them).
+
+        A pod of one container (most of them) is keyed without the generators the general key needs: those were
+        a third of the time to build a snapshot of 50,000 pods from scratch (`kubectl phalanx explain`)."""
         spec = pod.spec
-        key = (
-            tuple((tuple(c.resources.requests.items()), tuple(c.resources.limits.items())) for c in spec.containers),
-            tuple(
+        key: tuple[object, ...]
+        if len(spec.containers) == 1 and not spec.init_containers and not spec.overhead:
+            resources = spec.containers[0].resources
+            key = (tuple(resources.requests.items()), tuple(resources.limits.items()))
+        else:
+            containers = tuple(
+                (tuple(c.resources.requests.items()), tuple(c.resources.limits.items())) for c in spec.containers
+            )
+            init_containers = tuple(
                 (tuple(c.resources.requests.items()), tuple(c.resources.limits.items()), c.restart_policy)
                 for c in spec.init_containers
-            ),
-            tuple(spec.overhead.items()),
-        )
+            )
+            key = (containers, init_containers, tuple(spec.overhead.items()))
         cached = self._request_memo.get(key)
         if cached is None:
             cached = pod.effective_requests()

@@ -75,7 +75,7 @@ class WorkloadPreemption:
             m.key: CLEAR for m in unit.members if m.pod.status.nominated_node_name and m.key not in decision.nominations
         }
         if decision.outcome != Outcome.PREEMPT:
-            log.info("preemption cannot help", preemptor=unit.key, reason=decision.message)
+            # Not logged here: the runner logs a unit's reason once, when it changes (framework/reasons.py).
             protections = tuple(s.message for s in decision.spared if s.reason == SpareReason.PROTECTED)
             return PostFilterResult(
                 status=unschedulable(decision.message, *protections, until=decision.until),

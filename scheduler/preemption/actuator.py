@@ -4,8 +4,10 @@ Order matters and follows upstream's executor: nominate the preemptor's members 
 is held against lower-priority pods), then mark each victim pod with a `DisruptionTarget` condition
 (`PreemptionByScheduler`), record a `Preempted` event naming the preemptor, and delete it with its
 grace period; a preempted PodGroup gets the `DisruptionTarget` condition too, and the preemptor an
-Event `Preempting` opening the Decision's explanation. The members bind on a
-later cycle, once the victims are gone. Every step is idempotent (a pod already being deleted is
+Event `Preempting` opening the Decision's explanation, once per decision however often the preemptor is
+retried. The condition's message names the preemptor (upstream's says only its kind), so that
+`kubectl phalanx status` and `kubectl describe pod` tell whose victim a terminating pod is. The members
+bind on a later cycle, once the victims are gone. Every step is idempotent (a pod already being deleted is
 skipped, an unchanged nomination is not rewritten, and both are read from the cluster's current
 view, not from the snapshot the decision was made on), so a restarted scheduler can replay it.
 """
@@ -27,16 +29,27 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
 EVENT_NOTE_LIMIT = 1024
 """The API server rejects an Event whose note is longer."""
+ANNOUNCED = 4096
+"""Preemptors whose last announcement is remembered (the oldest is forgotten first)."""
 
 
 def message_for(unit: SchedulingUnit) -> str:
+    """Upstream's DisruptionTarget message, and the preemptor (`message_preemptor` reads it back)."""
     kind = "podgroup" if unit.is_group else "pod"
-    return f"phalanx-scheduler: preempting to accommodate a higher priority {kind}"
+    return f"phalanx-scheduler: preempting to accommodate a higher priority {kind} {unit.key}"
+
+
+def message_preemptor(message: str) -> str | None:
+    """The preemptor `namespace/name` a DisruptionTarget message of `message_for` names, or None."""
+    head, _, key = message.rpartition(" ")
+    return key if head.startswith("phalanx-scheduler: preempting") and "/" in key else None
 
 
 class PreemptionActuator:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self._announced: dict[str, str] = {}
+        """The last `Preempting` note recorded for each preemptor: a retried decision is not announced again."""
 
     def actuate(self, unit: SchedulingUnit, result: PostFilterResult, snapshot: Snapshot) -> None:
         """Nominate, then mark and delete every victim; an empty node name clears a stale nomination."""
@@ -67,8 +80,13 @@ class PreemptionActuator:
             for info in victim.pods
         )
         if acting and isinstance(result.explanation, Decision):
-            note = "; ".join(line.strip() for line in result.explanation.explain()[:4])
-            self.cluster.record_event(preemptor, "Normal", "Preempting", note[:EVENT_NOTE_LIMIT])
+            note = "; ".join(line.strip() for line in result.explanation.explain()[:4])[:EVENT_NOTE_LIMIT]
+            if self._announced.get(unit.key) != note:
+                self._announced.pop(unit.key, None)
+                self._announced[unit.key] = note
+                while len(self._announced) > ANNOUNCED:
+                    del self._announced[next(iter(self._announced))]
+                self.cluster.record_event(preemptor, "Normal", "Preempting", note)
         preempted: dict[str, str | None] = {}
         for victim in result.victims:
             for info in victim.pods:

@@ -16,6 +16,9 @@ from typing import Any
 from scheduler.api.meta import rfc3339
 
 SEARCH_PLUGIN = "WorkloadPreemption"
+DECISION_SCHEMA = "phalanx.dev/decision/v1"
+"""`schemaVersion` of `Decision.as_json`, the one schema of `simulate -o json`'s `decisions` and `explain -o json`'s
+`decision`: fields may be added within a version; a field renamed, removed or changed in meaning makes a new one."""
 
 
 class VictimReason(enum.StrEnum):
@@ -122,8 +125,9 @@ class Decision:
                 lines.append(f"  pending: {_count(count, 'member')}: {why}")
         return lines
 
-    def details(self) -> list[str]:
-        """One line per victim, spared candidate, nomination and pending member."""
+    def details(self, pending: bool = True) -> list[str]:
+        """One line per victim, spared candidate, nomination and (unless not `pending`) pending member: `explain`
+        lists the members already, and the summary counts them by reason."""
         lines = []
         for victim in self.victims:
             lines.append(
@@ -131,20 +135,22 @@ class Decision:
                 f"{victim.reason}: {victim.message}"
             )
         for spared in self.spared:
-            until = f" until {rfc3339(spared.until)}" if spared.until else ""
+            said = " until " in spared.message  # every plugin's message names its own end
+            until = f" until {rfc3339(spared.until)}" if spared.until and not said else ""
             lines.append(
                 f"  spared {spared.key} (priority {spared.priority}) by {spared.plugin}: "
                 f"{spared.reason}: {spared.message}{until}"
             )
         for member, node in sorted(self.nominations.items()):
             lines.append(f"  nominated {member} -> {node}")
-        for member, why in sorted(self.pending.items()):
-            lines.append(f"  pending {member}: {why}")
+        if pending:
+            lines += [f"  pending {member}: {why}" for member, why in sorted(self.pending.items())]
         return lines
 
     def as_json(self) -> dict[str, Any]:
-        """The whole explanation as data, for tools (`simulate -o json`, key `decisions`)."""
+        """The whole explanation as data: `simulate -o json`'s `decisions`, `explain -o json`'s `decision`."""
         return {
+            "schemaVersion": DECISION_SCHEMA,
             "preemptor": self.preemptor,
             "preemptorPriority": self.preemptor_priority,
             "outcome": self.outcome.value,

@@ -34,6 +34,8 @@ class Simulation:
     start: datetime
     passes: list[PassReport] = field(default_factory=list)
     all_pending: bool = False
+    cut: bool = False
+    """The pass limit ended the run before nothing more could happen."""
 
 
 def simulate(
@@ -43,8 +45,11 @@ def simulate(
     all_pending: bool = False,
     actuator: Callable[[MemoryCluster], Actuator] | None = None,
     on_pass: Callable[[PassReport], None] | None = None,
+    done: Callable[[], bool] | None = None,
+    max_passes: int = MAX_PASSES,
 ) -> Simulation:
-    """Run to quiescence (or `until`); `actuator` builds the preemption actuator for the cluster."""
+    """Run to quiescence (or `until`, or `done()` true after a pass, or `max_passes`); `actuator` builds the
+    preemption actuator for the cluster."""
     cluster = MemoryCluster(scenario.objects, now)
     scheduler = Scheduler(
         cluster,
@@ -54,12 +59,14 @@ def simulate(
         all_schedulers=all_pending,
     )
     run = Simulation(cluster, scheduler, now, all_pending=all_pending)
-    for _ in range(MAX_PASSES):
+    for _ in range(max_passes):
         removed = cluster.removed
         report = scheduler.schedule_pending()
         run.passes.append(report)
         if on_pass is not None:
             on_pass(report)
+        if done is not None and done():
+            break
         if cluster.removed != removed:
             continue
         times = [t for t in (cluster.next_termination(), scheduler.next_wakeup()) if t is not None]
@@ -71,5 +78,6 @@ def simulate(
             break
         cluster.advance(wake)
     else:
-        log.warning("simulation stopped", reason="pass limit", passes=MAX_PASSES)
+        log.warning("simulation stopped", reason="pass limit", passes=max_passes)
+        run.cut = True
     return run

@@ -308,6 +308,16 @@ class ApiServer:
             for key in due:
                 self._remove_terminating(key)
 
+    def mark_deleting(self, name: str, namespace: str = "default") -> None:
+        """Store pod `name` as kube-apiserver does for an instant when it deletes a pod with no grace period: a
+        deletionTimestamp and `deletionGracePeriodSeconds: 0` (a MODIFIED event), before the DELETED one. Our
+        DELETE of such a pod goes straight to DELETED; the next DELETE of it removes it."""
+        rtype = self._type_by_plural("pods", "")
+        with self.lock:
+            pod = copy.deepcopy(self.do_get(rtype, namespace, name))
+            pod["metadata"] |= {"deletionTimestamp": timestamp(), "deletionGracePeriodSeconds": 0}
+            self._commit(rtype, (namespace, name), pod, "MODIFIED")
+
     def resource_version(self) -> int:
         with self.lock:
             return self.store.rv

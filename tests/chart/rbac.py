@@ -115,19 +115,25 @@ def role_of(docs: list[Doc], binding: Doc) -> Doc:
 def grants_of(docs: list[Doc], namespace: str, service_account: str) -> list[Grant]:
     grants = []
     for binding in bindings_of(docs, namespace, service_account):
-        role = role_of(docs, binding)
-        label = f"{role['kind']}/{role['metadata']['name']}"
         scope = "*" if binding["kind"] == "ClusterRoleBinding" else binding["metadata"]["namespace"]
-        for rule in role.get("rules") or []:
-            for url in rule.get("nonResourceURLs") or []:
-                grants += [Grant(label, "*", "", f"nonResourceURL {url}", v.lower(), "") for v in rule["verbs"]]
-            grants += [
-                Grant(label, scope, group, resource, verb, name)
-                for group in rule.get("apiGroups") or []
-                for resource in rule.get("resources") or []
-                for verb in rule["verbs"]
-                for name in rule.get("resourceNames") or [""]
-            ]
+        grants += role_grants(role_of(docs, binding), scope)
+    return grants
+
+
+def role_grants(role: Doc, scope: str = "*") -> list[Grant]:
+    """Every rule of a Role or ClusterRole as single grants, applied in `scope` ("*": bound cluster-wide)."""
+    label = f"{role['kind']}/{role['metadata']['name']}"
+    grants = []
+    for rule in role.get("rules") or []:
+        for url in rule.get("nonResourceURLs") or []:
+            grants += [Grant(label, "*", "", f"nonResourceURL {url}", v.lower(), "") for v in rule["verbs"]]
+        grants += [
+            Grant(label, scope, group, resource, verb, name)
+            for group in rule.get("apiGroups") or []
+            for resource in rule.get("resources") or []
+            for verb in rule["verbs"]
+            for name in rule.get("resourceNames") or [""]
+        ]
     return grants
 
 
@@ -136,12 +142,15 @@ DISCOVERY = "discovery"
 """Resource of an Access to a discovery document, which the default `system:discovery` role allows everyone."""
 
 
-def compare(grants: list[Grant], accesses: Iterable[Access], configured_names: set[str], namespace: str) -> list[str]:
+def compare(
+    grants: list[Grant], accesses: Iterable[Access], configured_names: set[str], namespace: str | None
+) -> list[str]:
     """Problems, one line each: a request no grant allows, a grant no request uses, a grant broader than its use.
 
     Broader: cluster-wide while every request it allows is in the component's own namespace (a Role
-    would do), or any name while every request it allows is for one name the chart configures (the
-    Lease, the Secret, the webhook configurations: resourceNames would do).
+    would do; `namespace` None: the role must be a ClusterRole, as one aggregated into `view`), or any name
+    while every request it allows is for one name the chart configures (the Lease, the Secret, the webhook
+    configurations: resourceNames would do).
     """
     accesses = sorted(a for a in set(accesses) if not a.resource.startswith(DISCOVERY))
     missing: dict[str, list[Access]] = {}
@@ -157,7 +166,7 @@ def compare(grants: list[Grant], accesses: Iterable[Access], configured_names: s
         if not used:
             problems.append(f"unused grant: {grant}")
             continue
-        if grant.scope == "*" and all(a.namespace == namespace for a in used):
+        if namespace is not None and grant.scope == "*" and all(a.namespace == namespace for a in used):
             problems.append(f"broader than used: {grant}: every use is in {namespace}, a Role would do")
         names = {a.name for a in used}
         if not grant.name and grant.verb in ITEM_ONLY and len(names) == 1 and names <= configured_names:

@@ -6,6 +6,11 @@ API server (`traces.py`) and every request it sends becomes the access the autho
 ServiceAccount: a request no grant allows, a grant no request uses and a grant broader than its use all
 fail. So that a scenario cannot silently miss a code path, `api_calls.py` finds every call of a
 `kubernetes` API method in our packages and the coverage test requires each to have been sent.
+
+The viewer ClusterRole is for people, not a pod: `kubectl phalanx` (`phalanx explain|status`) is traced
+the same way and compared with its rules, as bound cluster-wide (it is aggregated into `view`, so it is a
+ClusterRole by design, and the Role-would-do check does not apply to it). Every call the plugin's code can
+make is a read.
 """
 
 from __future__ import annotations
@@ -17,10 +22,18 @@ import pytest
 import yaml
 
 from tests.apiserver.server import Request
-from tests.chart.api_calls import call_sites, call_sites_of, command_module, reachable, unexercised, untyped_calls
+from tests.chart.api_calls import (
+    call_sites,
+    call_sites_of,
+    command_module,
+    reachable,
+    routes,
+    unexercised,
+    untyped_calls,
+)
 from tests.chart.conftest import CHART, Helm
-from tests.chart.rbac import Access, Grant, access_of, bindings_of, compare, grants_of, role_of
-from tests.chart.traces import Component, Traces, components, served_objects
+from tests.chart.rbac import Access, Grant, access_of, bindings_of, compare, grants_of, role_grants, role_of
+from tests.chart.traces import Component, Traces, components, served_objects, viewers
 
 VALUE_SETS = [None, *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
 Doc = dict[str, Any]
@@ -76,6 +89,11 @@ def test_each_service_account_is_granted_exactly_what_its_component_calls(
         for binding in bindings_of(docs, namespace, account):
             role = role_of(docs, binding)
             bound.add((role["kind"], role["metadata"]["name"]))
+    for viewer in viewers(docs):
+        role = next(d for d in docs if f"{d['kind']}/{d['metadata']['name']}" == viewer.workload)
+        requests = traces.requests(viewer, served_objects(docs))
+        problems += [f"{viewer}: {p}" for p in compare(role_grants(role), map(access_of, requests), configured, None)]
+        bound.add((role["kind"], role["metadata"]["name"]))
     for doc in docs:
         if doc["kind"] in ("ClusterRole", "Role"):
             name = doc["metadata"]["name"]
@@ -93,7 +111,7 @@ def test_the_scenarios_send_every_api_call_in_the_code(rendered: dict[str | None
     """Each call site a component's subcommand can reach was sent, under at least one set of values."""
     sent: dict[str, list[Request]] = {}
     for docs in rendered.values():
-        for component in components(docs):
+        for component in [*components(docs), *viewers(docs)]:
             sent.setdefault(component.command, []).extend(traces.requests(component, served_objects(docs)))
     missed = [
         f"{site} (phalanx {command})"
@@ -107,7 +125,7 @@ def test_the_scenarios_send_every_api_call_in_the_code(rendered: dict[str | None
 
 
 def test_every_api_call_in_the_code_runs_in_a_chart_component(rendered: dict[str | None, list[Doc]]) -> None:
-    commands = {c.command for docs in rendered.values() for c in components(docs)}
+    commands = {c.command for docs in rendered.values() for c in [*components(docs), *viewers(docs)]}
     modules = set().union(*(reachable(command_module(c)) for c in commands))
     assert call_sites(), "the scan finds no API call at all: is the `kubernetes` client's layout the same?"
     outside = [str(site) for site in call_sites() if site.module not in modules]
@@ -195,3 +213,13 @@ def test_the_coverage_check_names_the_call_site_a_trace_missed(
     requests = [r for r in traces.requests(cleanup, served_objects(docs)) if "/secrets/" not in r.path]
     missed = [(site.path, site.method) for site in unexercised(call_sites_of("certs"), requests)]
     assert missed == [("certs/registration.py", "delete_namespaced_secret")]
+
+
+def test_kubectl_phalanx_only_reads(rendered: dict[str | None, list[Doc]]) -> None:
+    """Read-only by construction: every API call the plugin's code can make is a GET (a get or a list)."""
+    commands = {c.command for docs in rendered.values() for c in viewers(docs)}
+    assert commands == {"explain", "status"}
+    sites = [site for command in sorted(commands) for site in call_sites_of(command)]
+    assert sites, "the plugin makes no API call at all?"
+    writes = [f"{site} ({route.method})" for site in sites for route in routes(site.method) if route.method != "GET"]
+    assert writes == []

@@ -313,3 +313,15 @@ def test_container_args_parse_with_the_phalanx_cli(rendered: dict[str | None, li
                 parser.parse_args(args)
             except (argparse.ArgumentError, SystemExit) as err:
                 pytest.fail(f"{name}: phalanx {' '.join(args)}: {err}")
+
+
+@pytest.mark.parametrize(("extra", "want_aggregated"), [([], True), (["--set", "viewer.aggregateToView=false"], False)])
+def test_the_viewer_role_reads_only_and_joins_view(helm: Helm, extra: list[str], want_aggregated: bool) -> None:
+    """`kubectl phalanx` needs <release>-phalanx-viewer: get and list only, aggregated into `view` unless told not."""
+    (viewer,) = [d for d in helm.template(None, *extra) if d["metadata"]["name"] == "phalanx-viewer"]
+    assert viewer["kind"] == "ClusterRole"
+    labels = viewer["metadata"]["labels"]
+    assert (labels.get("rbac.authorization.k8s.io/aggregate-to-view") == "true") is want_aggregated
+    assert {verb for rule in viewer["rules"] for verb in rule["verbs"]} == {"get", "list"}
+    config_map = next(r for r in viewer["rules"] if "configmaps" in r["resources"])
+    assert config_map["resourceNames"] == ["phalanx-scheduler"], "only the scheduler's own configuration"

@@ -16,6 +16,9 @@ missed). The test code itself only reads and writes the server's storage directl
   it (then a second sync after the Secret was emptied, which replaces it) and the lookup caches, with a
   miss on every lookup (a direct read).
 - `certs`: the command line itself (`phalanx certs --uninstall ...` is the pre-delete hook).
+- `explain`, `status`: `kubectl phalanx`, which people run under the chart's viewer ClusterRole (`viewers`):
+  a gang, a lone pod, native and our PodGroups, a Queue and a PDB explained and listed, a namespace that
+  does not exist asked about; the scheduler's ConfigMap is the chart's own.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from scheduler.api.config import MinRuntimeDefaults
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
 from tests.apiserver.resources import RESOURCE_TYPES
 from tests.apiserver.server import ApiServer, Request
-from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, make_queue
 from tests.chart.api_calls import CallSite, call_sites_of, command_module, unexercised
 from tests.kube.replica import fast_config
 
@@ -111,6 +114,24 @@ def components(docs: list[Doc]) -> list[Component]:
                 )
             )
     return found
+
+
+VIEWER = "viewer"
+"""The `app.kubernetes.io/component` of the chart's ClusterRole for people: what `kubectl phalanx` reads."""
+
+
+def viewers(docs: list[Doc]) -> list[Component]:
+    """`kubectl phalanx explain` and `status`, as run under each viewer ClusterRole (by people, not a pod)."""
+    roles = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == VIEWER
+    ]
+    return [
+        Component(f"ClusterRole/{role['metadata']['name']}", "", "", (command,), (), ())
+        for role in roles
+        for command in ("explain", "status")
+    ]
 
 
 def served_objects(docs: list[Doc]) -> list[Doc]:
@@ -278,10 +299,47 @@ def _certs(component: Component, server: ApiServer, workdir: Path) -> None:
     assert status == 0, f"phalanx {' '.join(component.args)} exited {status}"
 
 
+# kubectl phalanx
+
+
+def _plugin(component: Component, server: ApiServer, workdir: Path) -> None:
+    """`kubectl phalanx explain|status` on a small cluster; every call must succeed or fail as kubectl would."""
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    server.create(make_priority_class("low", 10).json())
+    server.create(make_priority_class("high", 1000).json())
+    server.create(make_node("n0").cap(cpu="4", memory="8Gi").json())
+    server.create(make_pod("busy").req(cpu="4").priority_class("low").priority(10).on("n0").json())
+    server.create(make_podgroup("train").gang(2).priority_class("high").priority(1000).queue("research").json())
+    for i in range(2):
+        server.create(make_pod(f"w{i}").req(cpu="2").group("train").priority_class("high").priority(1000).json())
+    server.create(make_podgroup("native").native().gang(1).json())
+    server.create(make_pod("n0").req(cpu="1").scheduling_group("native").json())
+    server.create(make_queue("research").json())
+    server.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "busy", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "busy"}}},
+        }
+    )
+    kubeconfig = str(server.kubeconfig(workdir / "kubeconfig"))
+    runs = {
+        "explain": [(["explain", "podgroup", "train", "-n", "default"], 0), (["explain", "pod", "x", "-n", "nope"], 1)],
+        "status": [(["status", "-A"], 0), (["status", "-n", "default", "-o", "json"], 0)],
+    }[component.command]
+    for args, want in runs:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            status = main([*args, f"--kubeconfig={kubeconfig}"])
+        assert status == want, f"phalanx {' '.join(args)} exited {status}: {err.getvalue()}"
+
+
 SCENARIOS: dict[str, Callable[[Component, ApiServer, Path], None]] = {
     "scheduler": _scheduler,
     "webhook": _webhook,
     "certs": _certs,
+    "explain": _plugin,
+    "status": _plugin,
 }
 
 

@@ -4,6 +4,8 @@ What the chart renders is applied as it is, with two changes a loopback cluster 
 ServiceAccounts' bindings name the control plane's unprivileged `user` instead (the identity our
 processes run as, so the real RBAC authorizer judges every request), and the webhook
 configurations reach `phalanx webhook` by `url:` on its loopback port instead of through a Service.
+The chart's viewer ClusterRole is bound to `user` too, as an administrator binds it for the people who
+run `kubectl phalanx`; its ConfigMaps (the scheduler's configuration, which the plugin reads) are applied.
 The webhook runs in the chart's self-managed certificate mode: its certificate controller creates
 the TLS Secret and injects `caBundle`, under the same RBAC.
 """
@@ -61,6 +63,17 @@ def bound_to_user(doc: Json) -> Json:
     user = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "user"}
     subjects = [user if s["kind"] == "ServiceAccount" else s for s in doc.get("subjects", [])]
     return {**doc, "subjects": subjects}
+
+
+def viewer_binding(role: Json) -> Json:
+    """What an administrator applies so that `user` may run `kubectl phalanx` (README, "Why is it pending?")."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{role['metadata']['name']}-user"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "user"}],
+    }
 
 
 def reached_by_url(doc: Json, port: int) -> Json:
@@ -129,6 +142,16 @@ class Stack:
     def of_kind(self, *kinds: str) -> list[Json]:
         return [d for d in self.docs if d["kind"] in kinds]
 
+    @property
+    def viewer_role(self) -> Json:
+        """The ClusterRole `kubectl phalanx` needs (the chart's component `viewer`)."""
+        (role,) = [
+            d
+            for d in self.of_kind("ClusterRole")
+            if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "viewer"
+        ]
+        return role
+
     def install(self) -> None:
         for crd in self.of_kind("CustomResourceDefinition"):
             self.api.apply(crd)
@@ -138,6 +161,9 @@ class Stack:
         self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         for doc in self.of_kind(*RBAC_KINDS):
             self.api.apply(bound_to_user(doc) if doc["kind"].endswith("Binding") else doc)
+        for doc in self.of_kind("ConfigMap"):
+            self.api.apply(doc)
+        self.api.apply(viewer_binding(self.viewer_role))
         for doc in self.of_kind(*WEBHOOK_KINDS):
             self.api.apply(reached_by_url(doc, self.webhook_port))
 

@@ -205,6 +205,32 @@ PROTECTION_REGRESSIONS = [
         ),
         id="toleration spares the pod it protects and takes the one whose toleration ran out",
     ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 4),
+            running=(
+                Running("g0-0", node=1, cpu=3, priority=20, group="g0", started_minutes=120),
+                Running("g0-1", node=0, cpu=3, priority=20, group="g0", budget="b0", started_minutes=120),
+                Running("g0-2", node=0, cpu=1, priority=20, group="g0", started_minutes=120),
+                Running("g1-0", node=0, cpu=1, priority=10, group="g1", budget="b1", started_minutes=120),
+                Running("g1-1", node=0, cpu=3, priority=10, group="g1", budget="b1", started_minutes=120),
+                Running("p0", node=1, cpu=1, priority=20, started_minutes=5),
+            ),
+            preemptor=Preemptor("pod", pods=1, cpu=2, priority=1000),
+            groups=(
+                Group("g0", priority=20, min_count=1, mode="PodGroup", queue="team-a", started_minutes=120),
+                Group("g1", priority=10, min_count=1, started_minutes=120),
+            ),
+            budgets=(Budget("b0", min_available=0), Budget("b1", min_available=2)),
+            queues=(
+                Queue("root", reclaim="1m"),
+                Queue("team-a", parent="root", reclaim="1m"),
+                Queue("team-b", parent="root"),
+            ),
+            name="seed 284884 protected #3",
+        ),
+        id="fuzz seed 284884 protected #3: a lone pod binds on its nominated node once all its victims are gone",
+    ),
 ]
 
 _serial = itertools.count()

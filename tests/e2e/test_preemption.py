@@ -2,6 +2,10 @@
 
 Without a kubelet a pod deleted with a grace period stays Terminating: where the victims have one,
 the test plays the kubelet and removes them (grace 0, uid precondition) once the scheduler marked them.
+
+Every scenario is also the agreement test of `kubectl phalanx explain` (issue 22): the preemptor arrives while
+the scheduler is stopped, `explain` predicts its victims, and the scheduler started again must preempt exactly
+those.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import pytest
 
 from tests.e2e.control_plane import Json, wait_for
 from tests.e2e.objects import Pool
+from tests.e2e.plugin import assert_agrees, explained_before_it_acts
 from tests.e2e.stack import Stack
 
 
@@ -31,14 +36,18 @@ def busy_pool(pool: Pool, grace: int) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("grace", [0, 30], ids=["victims-vanish-at-once", "victims-terminate-gracefully"])
-def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> None:
+def test_gang_preempts_the_lowest_units_then_binds(phalanx: Stack, pool: Pool, grace: int) -> None:
     victims = busy_pool(pool, grace)
     high = pool.priority_class("high", 1000)
-    pool.create(pool.pod_group("train", {"gang": {"minCount": 4}}, priority_class=high))
     members = [f"w{i}" for i in range(4)]
-    pool.create(*(pool.pod(m, cpu="2", group="train", priority_class=high) for m in members))
 
+    def arrive() -> None:
+        pool.create(pool.pod_group("train", {"gang": {"minCount": 4}}, priority_class=high))
+        pool.create(*(pool.pod(m, cpu="2", group="train", priority_class=high) for m in members))
+
+    explained = explained_before_it_acts(phalanx, pool, arrive, "podgroup", "train")
     want_preempted = {"v10-0", "v10-1", "v20-0", "v20-1"}
+    assert explained["decision"]["bound"] == 20, "the binary-search bound"
 
     def marked() -> set[str]:
         pods = pool.pods()
@@ -59,11 +68,7 @@ def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> No
     placed = pool.wait_bound(members)
     assert set(placed.values()) == set(pool.nodes[:2])
     assert set(pool.bound(["v30-0", "v30-1"])) == {"v30-0", "v30-1"}
-    # Events are sent by their own thread, after the deletions they report
-    wait_for(
-        lambda: {e["regarding"]["name"] for e in pool.events("Preempted")} == want_preempted,
-        what=f"a Preempted Event for each of {sorted(want_preempted)}",
-    )
+    assert assert_agrees(pool, explained) == want_preempted
     wait_for(
         lambda: {e["regarding"]["name"] for e in pool.events("Scheduled")} >= set(members),
         what="a Scheduled Event for every member",
@@ -74,7 +79,7 @@ def test_gang_preempts_the_lowest_units_then_binds(pool: Pool, grace: int) -> No
 
 
 @pytest.mark.parametrize("grace", [0, 30], ids=["victim-vanishes-at-once", "victim-terminates-gracefully"])
-def test_lone_pod_preempts_on_one_node_only(pool: Pool, grace: int) -> None:
+def test_lone_pod_preempts_on_one_node_only(phalanx: Stack, pool: Pool, grace: int) -> None:
     nodes = pool.add_nodes(2, cpu="4")
     low = pool.priority_class("low", 10)
     lower = pool.priority_class("lower", 5)
@@ -84,7 +89,9 @@ def test_lone_pod_preempts_on_one_node_only(pool: Pool, grace: int) -> None:
         pool.pod("b0", cpu="3", priority_class=lower, node=nodes[1], grace=grace),
     )
     high = pool.priority_class("high", 100)
-    pool.create(pool.pod("big", cpu="3", priority_class=high))
+    explained = explained_before_it_acts(
+        phalanx, pool, lambda: pool.create(pool.pod("big", cpu="3", priority_class=high)), "pod", "big"
+    )
 
     if grace:
         wait_for(lambda: [p["metadata"]["name"] for p in pool.terminating()] == ["b0"], what="b0 preempted")
@@ -95,9 +102,10 @@ def test_lone_pod_preempts_on_one_node_only(pool: Pool, grace: int) -> None:
     assert placed == {"big": nodes[1]}
     assert set(pool.bound(["a0", "a1"])) == {"a0", "a1"}, "the other node's pods are untouched"
     assert pool.read_pod("b0") is None
+    assert assert_agrees(pool, explained) == {"b0"}
 
 
-def test_pdb_protected_pods_are_reprieved(pool: Pool) -> None:
+def test_pdb_protected_pods_are_reprieved(phalanx: Stack, pool: Pool) -> None:
     nodes = pool.add_nodes(2, cpu="4")
     low = pool.priority_class("low", 10)
     for node, app in zip(nodes, ("guarded", "free"), strict=True):
@@ -114,10 +122,14 @@ def test_pdb_protected_pods_are_reprieved(pool: Pool) -> None:
     path = f"/apis/policy/v1/namespaces/{pool.namespace}/poddisruptionbudgets/guarded"
     wait_for(lambda: (pool.api.get(path) or {}).get("status", {}).get("expectedPods") == 2, what="PDB status")
     high = pool.priority_class("high", 100)
-    pool.create(pool.pod("big", cpu="4", priority_class=high))
+    explained = explained_before_it_acts(
+        phalanx, pool, lambda: pool.create(pool.pod("big", cpu="4", priority_class=high)), "pod", "big"
+    )
 
     assert pool.wait_bound(["big"]) == {"big": nodes[1]}
     assert set(pool.bound(["guarded-0", "guarded-1"])) == {"guarded-0", "guarded-1"}
+    assert assert_agrees(pool, explained) == {"free-0", "free-1"}
+    assert {s["unit"] for s in explained["decision"]["spared"]} >= {f"{pool.namespace}/guarded-0"}
 
 
 def test_basic_group_partly_bound_preempts_for_the_rest(phalanx: Stack, pool: Pool) -> None:
@@ -126,13 +138,14 @@ def test_basic_group_partly_bound_preempts_for_the_rest(phalanx: Stack, pool: Po
     low = pool.priority_class("low", 10)
     high = pool.priority_class("high", 100)
     pool.create(pool.pod("victim", cpu="3", priority_class=low, node=nodes[0], grace=30))
-    scheduler = phalanx.scheduler
-    assert scheduler is not None
-    scheduler.stop()  # members all pending when the scheduler looks: one pass binds some and preempts for the rest
-    pool.create(pool.pod_group("basic", {"basic": {}}, priority_class=high))
     members = [f"m{i}" for i in range(4)]
-    pool.create(*(pool.pod(m, cpu="2", group="basic", priority_class=high) for m in members))
-    phalanx.start_scheduler()
+
+    def arrive() -> None:  # all pending when the scheduler looks: one pass binds some and preempts for the rest
+        pool.create(pool.pod_group("basic", {"basic": {}}, priority_class=high))
+        pool.create(*(pool.pod(m, cpu="2", group="basic", priority_class=high) for m in members))
+
+    explained = explained_before_it_acts(phalanx, pool, arrive, "podgroup", "basic")
+    assert explained["placement"]["fit"] == 2, "two members fit without preempting"
 
     wait_for(lambda: len(pool.bound(members)) == 2, what="the two members that fit bound")
     wait_for(lambda: pool.terminating(), what="the victim marked and deleted")
@@ -141,3 +154,4 @@ def test_basic_group_partly_bound_preempts_for_the_rest(phalanx: Stack, pool: Po
     pool.finish_terminating()
     pool.wait_bound(members)
     assert phalanx.plane.refused(422, pool.namespace) == []
+    assert assert_agrees(pool, explained) == {"victim"}

@@ -1,17 +1,40 @@
 """Victims protect themselves on the real API server: preemption toleration and min-runtime, on the wall clock.
 
 Each protection is short (seconds), so a test sees the preemptor wait with a message that names the
-protection, then preempt once it has run out.
+protection, then preempt once it has run out. While it waits, `kubectl phalanx explain` must name the same
+victims the scheduler then preempts, and the moment it prints the unit bound must be when it is bound (±5 s).
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import urllib.request
 from datetime import UTC, datetime
+from pathlib import Path
 
-from tests.e2e.control_plane import wait_for
+from tests.e2e.control_plane import Json, wait_for
 from tests.e2e.objects import PHALANX, Pool
+from tests.e2e.plugin import assert_agrees, explain, kubectl_phalanx
+from tests.e2e.stack import Stack
+
+AGREEMENT_SECONDS = 5.0
+"""How far the bound time `explain` prints may be from when the unit is bound (issue 22)."""
 
 TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io"
+
+
+def bound_at(pool: Pool, name: str) -> datetime:
+    """When the pod was bound: its PodScheduled=True transition, which the Binding sets."""
+    pod = pool.read_pod(name) or {}
+    scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled" and c["status"] == "True")
+    return datetime.fromisoformat(scheduled["lastTransitionTime"].replace("Z", "+00:00"))
+
+
+def predicted_at(explained: Json) -> datetime:
+    at = explained["unblock"][0]["at"]
+    assert at is not None, explained["unblock"]
+    return datetime.fromisoformat(at.replace("Z", "+00:00"))
 
 
 def pending_message(pool: Pool, name: str) -> str:
@@ -20,7 +43,7 @@ def pending_message(pool: Pool, name: str) -> str:
     return str(condition.get("message", "")) if condition.get("reason") == "Unschedulable" else ""
 
 
-def test_toleration_spares_the_victim_until_it_expires(pool: Pool) -> None:
+def test_toleration_spares_the_victim_until_it_expires(phalanx: Stack, pool: Pool) -> None:
     (node,) = pool.add_nodes(1, cpu="4")
     tolerant = pool.priority_class(
         "tolerant",
@@ -43,12 +66,18 @@ def test_toleration_spares_the_victim_until_it_expires(pool: Pool) -> None:
     message = wait_for(lambda: pending_message(pool, "urgent"), what="urgent pending with a reason")
     assert "PreemptionToleration" in message or "tolerat" in message, message
     assert pool.bound(["batch"]) == {"batch": node}
+    explained = explain(phalanx.plane, pool.namespace, "pod", "urgent")
+    text = kubectl_phalanx(phalanx.plane, "explain", "pod", "urgent", "-n", pool.namespace).stdout
+    assert f"  - when {pool.namespace}/batch's toleration ends at " in text, text
 
     assert pool.wait_bound(["urgent"], timeout=30) == {"urgent": node}
     assert pool.read_pod("batch") is None
+    assert assert_agrees(pool, explained) == {"batch"}
+    early = (bound_at(pool, "urgent") - predicted_at(explained)).total_seconds()
+    assert abs(early) <= AGREEMENT_SECONDS, f"bound {early:+.1f}s from when explain said: {explained['unblock']}"
 
 
-def test_min_runtime_protects_a_running_gang_then_yields(pool: Pool) -> None:
+def test_min_runtime_protects_a_running_gang_then_yields(phalanx: Stack, pool: Pool) -> None:
     pool.add_nodes(2, cpu="4")
     queue = f"{pool.name}-team"
     pool.cluster_object(
@@ -65,9 +94,53 @@ def test_min_runtime_protects_a_running_gang_then_yields(pool: Pool) -> None:
     pool.create(*(pool.pod(f"new-{i}", cpu="4", group="new", priority_class=high) for i in range(2)))
     message = wait_for(lambda: pending_message(pool, "new-0"), what="new-0 pending with a reason")
     assert "MinRuntime" in message or "min-runtime" in message, message
+    assert f"(queues {queue}, the preemptor's too)" in message, "the queue path"
     assert len(pool.bound(["old-0", "old-1"])) == 2
+    explained = explain(phalanx.plane, pool.namespace, "podgroup", "new")
+    said_once_on_the_podgroup(phalanx, pool, queue, message)
 
     pool.wait_bound(["new-0", "new-1"], timeout=40)
     waited = (datetime.now(UTC) - started).total_seconds()
     assert waited >= 7, f"preempted {waited:.1f}s after the victims started, inside their 8s min-runtime"
     assert pool.bound(["old-0", "old-1"]) == {}
+    assert assert_agrees(pool, explained) == {"old-0", "old-1"}
+    early = (max(bound_at(pool, "new-0"), bound_at(pool, "new-1")) - predicted_at(explained)).total_seconds()
+    assert abs(early) <= AGREEMENT_SECONDS, f"bound {early:+.1f}s from when explain said: {explained['unblock']}"
+    warnings = [e for e in pool.events("FailedScheduling") if e["regarding"]["kind"] == "PodGroup"]
+    assert [e["regarding"]["name"] for e in warnings] == ["new"], "the PodGroup's reason was said once"
+
+
+def said_once_on_the_podgroup(stack: Stack, pool: Pool, queue: str, message: str) -> None:
+    """Issue 22, part 2: the members' reason on the PodGroup's condition, a Warning Event on the PodGroup,
+    `kubectl get podgroups` showing the reason, and the pending gauges on /metrics."""
+    path = f"/apis/{PHALANX}/namespaces/{pool.namespace}/podgroups/new"
+    condition = wait_for(
+        lambda: next(
+            (c for c in (pool.api.get(path) or {}).get("status", {}).get("conditions", []) if c["status"] == "False"),
+            None,
+        ),
+        what="PodGroupScheduled=False on the PodGroup",
+    )
+    assert (condition["type"], condition["reason"]) == ("PodGroupScheduled", "Unschedulable")
+    assert condition["message"] == message, "the same one-line reason as the members'"
+    wait_for(
+        lambda: [e for e in pool.events("FailedScheduling") if e["regarding"]["kind"] == "PodGroup"],
+        what="a Warning Event on the PodGroup",
+    )
+    kubectl = [str(Path(stack.plane.env["KUBE_BIN"]) / "kubectl"), "--kubeconfig", str(stack.plane.admin_kubeconfig)]
+    listed = subprocess.run(
+        [*kubectl, "get", f"podgroups.{PHALANX.split('/')[0]}", "-n", pool.namespace],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    header, *rows = listed.splitlines()
+    assert "REASON" in header.split(), listed
+    assert any(row.split()[0] == "new" and "Unschedulable" in row.split() for row in rows), listed
+    assert stack.scheduler is not None
+    port = re.search(r"metrics on 127\.0\.0\.1:(\d+)", stack.scheduler.log())
+    assert port is not None, "the scheduler prints where /metrics is"
+    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as reply:
+        metrics = reply.read().decode()
+    assert f'phalanx_pending_units{{queue="{queue}",reason="Unschedulable"}} 1.0' in metrics
+    assert re.search(r'phalanx_pending_pods\{state="unschedulable"\} [1-9]', metrics), "the members wait"

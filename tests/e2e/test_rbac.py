@@ -6,6 +6,10 @@ request that identity makes. The whole suite must meet no 403, and every grant m
 least one request: take any grant away and that request is refused, which the first assertion catches.
 Some paths are reached only by other tests (a look-up that misses the webhook's cache, a certificate
 repaired, a write refused and retried), so this test runs last and reads the whole session's log.
+
+`kubectl phalanx` runs as `user` too, which also holds the components' rights: its requests (told apart by
+their user agent) must each be covered by the chart's viewer ClusterRole alone, and every grant of that role
+must have been used by one of them.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.chart.conftest import NAMESPACE
-from tests.chart.rbac import Access, grants_of
+from tests.chart.rbac import Access, grants_of, role_grants
 from tests.e2e.control_plane import Json, wait_for
 from tests.e2e.objects import Pool
+from tests.e2e.plugin import USER_AGENT, kubectl_phalanx
 from tests.e2e.stack import Stack
 
 
@@ -40,7 +45,8 @@ def service_accounts(stack: Stack) -> dict[str, str]:
 
 
 def full_run(pool: Pool) -> None:
-    """Gates lifted, a gang bound, preemption of a PDB-covered pod with a grace period, Events and conditions."""
+    """Gates lifted, a gang bound, preemption of a PDB-covered pod with a grace period, Events and conditions,
+    and `kubectl phalanx` explaining the gang and listing the namespace's pending work meanwhile."""
     nodes = pool.add_nodes(2, cpu="4")
     low = pool.priority_class("low", 10)
     high = pool.priority_class("high", 100)
@@ -57,6 +63,9 @@ def full_run(pool: Pool) -> None:
     pool.create(pool.pod_group("train", {"gang": {"minCount": 2}}, priority_class=high, disruption_mode="PodGroup"))
     pool.create(*(pool.pod(f"w{i}", cpu="4", group="train", priority_class=high) for i in range(2)))
     wait_for(lambda: len(pool.terminating()) == 2, what="both busy pods preempted")
+    for args in (["explain", "podgroup", "train"], ["status"]):
+        done = kubectl_phalanx(pool.plane, *args, "-n", pool.namespace)
+        assert done.returncode == 0, done.stderr
     pool.finish_terminating()
     pool.wait_bound(["w0", "w1"])
     wait_for(lambda: pool.events("Scheduled"), what="Scheduled events")
@@ -85,6 +94,12 @@ def test_every_grant_is_used_and_nothing_is_forbidden(
         unused += [
             f"{g} for {component}" for g in grants_of(phalanx.docs, NAMESPACE, account) if not any(map(g.covers, used))
         ]
+    plugin = [access_of(e) for e in allowed if e.get("userAgent", "").startswith(USER_AGENT) and e.get("objectRef")]
+    assert plugin, f"no request with user agent {USER_AGENT}..."
+    viewer = role_grants(phalanx.viewer_role)
+    beyond = sorted({str(a) for a in plugin if not any(g.covers(a) for g in viewer)})
+    assert beyond == [], "kubectl phalanx asked for more than the viewer ClusterRole grants:\n" + "\n".join(beyond)
+    unused += [f"{g} for kubectl phalanx" for g in viewer if not any(map(g.covers, plugin))]
     assert unused == [], "grants no request of the run needed:\n" + "\n".join(sorted(set(unused)))
 
 

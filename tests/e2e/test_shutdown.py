@@ -63,15 +63,11 @@ def settled(process: Process, backlog: int) -> bool:
     return any(p["tried"] == 0 and p["unschedulable"] >= backlog for p in log_lines(process, "pass done"))
 
 
-def retrying_the_backlog(process: Process) -> bool:
-    """Bindings were sent, and the pass after them is retrying the backlog (what the Bindings changed on the nodes
-    wakes every parked pod): a backlog pod is told again that preemption cannot help."""
-    lines = process.log().splitlines()
-    passes = ((i, line) for i, line in enumerate(lines) if line.startswith("{") and '"pass done"' in line)
-    sent = next((i for i, line in passes if json.loads(line)["bound"]), None)
-    if sent is None:
-        return False
-    return any('"preemption cannot help"' in line and "-backlog/" in line for line in lines[sent + 1 :])
+def bindings_sent(process: Process) -> bool:
+    """A pass sent Bindings. What they changed on the nodes wakes every parked pod, so the passes after it retry
+    the backlog while the last members still arrive: the SIGTERM comes with all of that under way. (A retried
+    unit is no longer logged when its reason did not change, issue 22, so the retry itself leaves no line.)"""
+    return any(p["bound"] for p in log_lines(process, "pass done"))
 
 
 def lease_holder(pool: Pool) -> str:
@@ -180,7 +176,7 @@ def test_sigterm_with_10000_pending_pods_exits_in_seconds_and_hands_over(phalanx
         with ThreadPoolExecutor(1) as background:
             last_members = [m for i in range(gangs) for m in gang_members(pool, f"g{i}", range(MEMBERS - 1, MEMBERS))]
             arriving = background.submit(create_all, pool, last_members)
-            wait_for(lambda: retrying_the_backlog(leader), what="Bindings sent, then the backlog retried")
+            wait_for(lambda: bindings_sent(leader), what="Bindings sent")
             exited, took_over = stop_and_time(leader, standby, pool)
             arriving.result()
         at_exit = bound_by_gang(pool)

@@ -92,6 +92,40 @@ def test_victims_gone_at_once_wake_the_preemptor(
     assert apiserver.get("pods", "low-0", "default") is None and apiserver.get("pods", "low-1", "default") is None
 
 
+@pytest.mark.parametrize(
+    "marked_first",
+    [
+        pytest.param(False, id="victims vanish with their DELETE"),
+        pytest.param(True, id="a grace-0 victim is stored terminating before it vanishes, as the real server does"),
+    ],
+)
+def test_a_preemptor_waits_until_every_victim_deletion_is_seen(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica], marked_first: bool
+) -> None:
+    """A `disruptionMode: PodGroup` victim on both nodes; its member on the node nominated for the lone pod is
+    deleted last. The pod is not retried before the watch shows every victim of its preemption gone (kube-
+    scheduler's async preemption; a grace-0 victim is gone once removed, not when the API server first
+    writes its deletionTimestamp), so it binds on its nomination, not on the node whose victim went first
+    (fuzz seed 284884 protected #3)."""
+    apiserver.create(make_priority_class("low", 10).json())
+    apiserver.create(make_priority_class("high", 1000).json())
+    apiserver.create(make_podgroup("spread").gang(1).priority_class("low").disruption_mode("PodGroup").json())
+    for i in range(2):
+        apiserver.create(make_node(f"n{i}").cap(cpu="4", memory="8Gi").json())
+        member = make_pod(f"m{i}").req(cpu="4").group("spread").priority_class("low").grace(0).on(f"n{i}")
+        apiserver.create(member.json())
+    apiserver.create(make_pod("p").req(cpu="4").priority_class("high").json())
+    late = apiserver.delay("DELETE", "/api/v1/namespaces/default/pods/m0", 0.5)
+    replicas.append(Replica(apiserver, kubeconfig, fast_config(), "a", idle_seconds=IDLE).start())
+    if marked_first:
+        wait_for(lambda: apiserver.get("pods", "m1", "default") is None, timeout=15, interval=0.01)
+        apiserver.mark_deleting("m0")
+    wait_for(lambda: node_of(apiserver, "p"), timeout=15)
+    assert late.remaining == 0, "the victim on the nominated node was deleted late"
+    assert node_of(apiserver, "p") == "n0", "bound on its nomination"
+    assert apiserver.get("pods", "m0", "default") is None and apiserver.get("pods", "m1", "default") is None
+
+
 def test_a_pod_deleted_by_someone_else_wakes_the_pending_pod(
     apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
 ) -> None:

@@ -66,7 +66,9 @@ def test_demo_shows_a_preemption_a_protected_unit_and_the_bindings_that_follow(
 def test_json_decisions_carry_the_whole_explanation(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(run(capsys, str(demo_path()), "-o", "json"))
     first, second = report["decisions"]
+    assert first["schemaVersion"] == "phalanx.dev/decision/v1"
     assert set(first) == {
+        "schemaVersion",
         "time",
         "preemptor",
         "preemptorPriority",

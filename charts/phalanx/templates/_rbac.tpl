@@ -60,6 +60,34 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
 {{- end }}
 
 {{/*
+What `kubectl phalanx explain|status` reads (phalanx/kubectl/live.py): one LIST of each kind the scheduler
+reads (native scheduling.k8s.io/v1alpha2 PodGroups where the cluster serves them), the namespace asked
+about, and the scheduler's ConfigMap (its configuration). Only get and list: the plugin writes nothing, and
+lists only, never watches. Call with (dict "configMap" <name>).
+*/}}
+{{- define "phalanx.viewer.clusterRules" -}}
+- apiGroups: [""]
+  resources: [pods, nodes]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [{{ .configMap }}]
+  verbs: [get]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses, podgroups]
+  verbs: [list]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list]
+- apiGroups: [scheduling.phalanx.dev]
+  resources: [podgroups, queues]
+  verbs: [list]
+{{- end }}
+
+{{/*
 What admission looks up (webhook/lookups.py informers). The native scheduling.k8s.io/v1alpha2 kinds are
 watched when the cluster serves them; granting them on a cluster that does not is harmless.
 */}}

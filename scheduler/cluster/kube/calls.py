@@ -418,7 +418,13 @@ class PodScheduled(PodCondition):
 @dataclass(frozen=True, slots=True)
 class Deletion(Call):
     """Delete a victim with its grace period and a UID precondition: shown terminating at once, sent after its
-    DisruptionTarget went through (as upstream's preemption executor does), never if that was refused."""
+    DisruptionTarget went through (as upstream's preemption executor does), never if that was refused.
+
+    It stays in the ledger until the informer's copy shows it (`seen`), whatever the DELETE answered: until then
+    the view lists the victim in `victims_in_flight`, and its preemptor waits. Upstream's preemptor waits until
+    the lister shows its last victim deleted (`IsPodRunningPreemption`); the watch delivers events in order, so
+    by then it shows every earlier one too.
+    """
 
     pod: Pod = field(compare=False)
     grace_period_seconds: int | None = None
@@ -433,11 +439,15 @@ class Deletion(Call):
         return obj.model_copy(update={"metadata": obj.metadata.model_copy(update=deleted)})
 
     def seen(self, cached: Pod | None) -> bool:
-        return (
-            cached is None
-            or cached.metadata.uid != self.pod.metadata.uid
-            or cached.metadata.deletion_timestamp is not None
-        )
+        """Gone, replaced, or terminating with a grace period or a finalizer that keeps it. A victim deleted with no
+        grace period counts only once it is gone: the API server writes it with a deletionTimestamp (grace 0)
+        before it removes it, in the same request, and the watch delivers both; released on the first, the
+        preemptor saw that victim still on its nominated node and another victim of the same decision already
+        gone elsewhere (fuzz seed 284884 protected #3)."""
+        if cached is None or cached.metadata.uid != self.pod.metadata.uid:
+            return True
+        meta = cached.metadata
+        return meta.deletion_timestamp is not None and bool(meta.deletion_grace_period_seconds or meta.finalizers)
 
     def follows(self, earlier: Call) -> Order:
         if isinstance(earlier, PodCondition) and not isinstance(earlier, PodScheduled):
@@ -450,17 +460,10 @@ class Deletion(Call):
         if self.grace_period_seconds is not None:
             body["gracePeriodSeconds"] = self.grace_period_seconds
         try:
-            response = wire.request(self, client.CoreV1Api.delete_namespaced_pod, pod_path(self.pod), body)
+            wire.request(self, client.CoreV1Api.delete_namespaced_pod, pod_path(self.pod), body)
         except (NotFound, Conflict) as err:
             log.info("victim already gone", pod=self.key, status=err.status)
             wire.hold.done(self.key, meta.uid or "")
-            return None
-        if (
-            isinstance(response, dict)
-            and response.get("kind") == "Pod"
-            and response.get("metadata", {}).get("deletionTimestamp")
-        ):
-            return response
         return None
 
     def refused(self, wire: Wire, err: BaseException) -> None:

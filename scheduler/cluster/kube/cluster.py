@@ -30,6 +30,7 @@ from kube.transport import JSON, Transport
 from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
+from scheduler.api.wire import prune
 from scheduler.cluster.kube.calls import (
     Binding,
     Call,
@@ -46,7 +47,7 @@ from scheduler.cluster.kube.calls import (
 from scheduler.cluster.kube.dispatcher import Dispatcher, NotLeader
 from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.lanes import Stopped
-from scheduler.cluster.kube.view import KubeView, prune_pod, version
+from scheduler.cluster.kube.view import KubeView, version
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
 from scheduler.framework.ledger import Ledger
 
@@ -169,7 +170,7 @@ class KubeCluster:
         worker: an answer our models cannot read fails that write, not a pass)."""
         if not isinstance(sent, dict):
             return sent
-        return Pod.model_validate(prune_pod(sent)) if call.kind == "pods" else PodGroup.model_validate(sent)
+        return Pod.model_validate(prune("pods", sent)) if call.kind == "pods" else PodGroup.model_validate(sent)
 
     def event(self, regarding: ApiModel, event_type: str, reason: str, note: str) -> None:
         self.record_event(regarding, event_type, reason, note)

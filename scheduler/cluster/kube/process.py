@@ -34,7 +34,7 @@ from scheduler.cluster.kube.cluster import KubeCluster
 from scheduler.cluster.kube.leader_election import LeaderElector
 from scheduler.framework.cluster import PassAborted
 from scheduler.framework.runner import PassReport, Scheduler
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics, record_pending
 from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 
@@ -211,3 +211,4 @@ class SchedulerProcess:
         for queue, size in pools.items():
             metrics.pending_pods.labels(queue).set(size)
         metrics.pending_pods.labels("active").set(max(0, len(report.pending) - sum(pools.values())))
+        record_pending(metrics, report)

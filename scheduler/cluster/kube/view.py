@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -30,27 +31,17 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.wire import prune
 from scheduler.api.workload import Workload
-from scheduler.cluster.kube.calls import Binding, Call
+from scheduler.cluster.kube.calls import Binding, Call, Deletion
 from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.framework.cluster import ClusterObjects, object_key
 from scheduler.framework.ledger import Entry, Ledger, State
-
-POD_STATUS_READ = frozenset({"phase", "conditions", "startTime", "nominatedNodeName"})
-"""The Pod status fields a pass reads (`scheduler.api.pod.PodStatus`); the kubelet's others are dropped."""
 
 SCHEDULING_CONDITIONS = ("DisruptionTarget",)
 """The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
 True transition, which comes with the Binding); its False reason and message are ours, written to
 inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
-
-
-def prune_pod(raw: dict[str, Any]) -> dict[str, Any]:
-    """A Pod without the kubelet's part of its status (in place): no pass reads it."""
-    status = raw.get("status")
-    if status:
-        raw["status"] = {k: v for k, v in status.items() if k in POD_STATUS_READ}
-    return raw
 
 
 def version(obj: ApiModel | dict[str, Any] | None) -> int:
@@ -141,7 +132,7 @@ class KubeView:
                 request_timeout_seconds=request_timeout_seconds,
                 on_relist=on_relist,
                 optional=optional,
-                prune=prune_pod if kind == "pods" else lambda raw: raw,
+                prune=partial(prune, kind),
             )
 
         self.pods: Informer[Pod] = informer("pods", core.list_pod_for_all_namespaces, Pod)
@@ -255,11 +246,13 @@ class KubeView:
         groups = self.pod_groups_cached()
         echoes: dict[str, int] = {}
         bound: dict[str, str] = {}
+        victims: dict[str, str] = {}
         with self.ledger.lock:
             for slot, entries in list(self.ledger.items()):
                 kind, _, key = slot.partition("/")
                 cached = pods if kind == "pods" else groups
                 shown = self._show(slot, cached.get(key), entries)
+                victims.update((key, e.call.unit) for e in self.ledger.entries(slot) if isinstance(e.call, Deletion))
                 if shown is not None:
                     cached[key] = shown
                     if kind == "pods":
@@ -280,6 +273,7 @@ class KubeView:
             queues=self.queues.items(),
             priority_classes=self.priority_classes.items(),
             pdbs=self.pdbs.items(),
+            victims_in_flight=victims,
         )
 
     def _show(self, slot: str, cached: Any, entries: list[Entry[Call]]) -> Any:

@@ -12,11 +12,11 @@ SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports
 from __future__ import annotations
 
 from scheduler.framework.interfaces import ConfigurationWarning
-from scheduler.framework.pod_info import SchedulingUnit, VictimUnit
+from scheduler.framework.pod_info import SchedulingUnit, VictimUnit, unit_queue
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
 from scheduler.plugins.min_runtime.elastic import is_elastic
-from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error, unit_queue
+from scheduler.plugins.min_runtime.resolver import Resolver, ancestry, duration_error
 
 NAME = "MinRuntime"
 INVALID_MIN_RUNTIME = "InvalidMinRuntime"

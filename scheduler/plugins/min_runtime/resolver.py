@@ -13,7 +13,7 @@ A bad or negative duration counts as 0 (the webhook rejects it; the scheduler on
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Literal
@@ -22,10 +22,9 @@ import structlog
 
 from scheduler.api.config import MinRuntimeDefaults
 from scheduler.api.duration import DurationError, format_duration, parse_duration
-from scheduler.api.pod import QUEUE_LABEL
 from scheduler.api.pod_group import LAST_START_ANNOTATION, PodGroup
 from scheduler.api.queue import Queue
-from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit, unit_queue
 from scheduler.framework.snapshot import Snapshot
 from scheduler.plugins.preemption_toleration import format_instant
 
@@ -38,15 +37,31 @@ RECLAIM: Kind = "reclaim-min-runtime"
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """The min-runtime that applies, and where it came from (a queue, or None for the node-pool default)."""
+    """The min-runtime that applies, and where it came from (a queue, or None for the node-pool default).
+
+    The walk itself (the victim's queues leaf first, the preemptor's, their lowest common ancestor) is kept
+    to tell users why that queue decides; it does not make two resolutions different.
+    """
 
     kind: Kind
     duration: timedelta
     source: str | None
+    victim_path: tuple[str, ...] = field(default=(), compare=False)
+    preemptor_path: tuple[str, ...] = field(default=(), compare=False)
+    lca: str | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         where = f"queue {self.source}" if self.source else "node-pool default"
         return f"{self.kind} {format_duration(self.duration)} ({where})"
+
+    def route(self) -> str:
+        """`queues vision > research > org, the preemptor's nlp > research; lowest common ancestor research`."""
+        victim = " > ".join(self.victim_path)
+        if self.kind == PREEMPT:
+            return f"queues {victim}, the preemptor's too" if victim else "neither unit has a queue"
+        preemptor = " > ".join(self.preemptor_path) or "none"
+        common = self.lca or "none (different trees)"
+        return f"queues {victim or 'none'}, the preemptor's {preemptor}; lowest common ancestor {common}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +70,10 @@ class Protection:
     until: datetime
 
     def message(self, subject: str, now: datetime) -> str:
-        """`team-a/train-7 is protected by reclaim-min-runtime 10m (queue research) until 12:40:00Z`."""
-        return f"{subject} is protected by {self.resolution.describe()} until {format_instant(self.until, now)}"
+        """`team-a/train-7 is protected by reclaim-min-runtime 10m (queue research) until 12:40:00Z (queues
+        vision > research, the preemptor's nlp > research; lowest common ancestor research)`."""
+        when = format_instant(self.until, now)
+        return f"{subject} is protected by {self.resolution.describe()} until {when} ({self.resolution.route()})"
 
 
 def duration_error(raw: str) -> str | None:
@@ -78,13 +95,6 @@ def min_runtime(raw: str) -> timedelta:
     if duration_error(raw) is not None:
         return timedelta(0)
     return parse_duration(raw)
-
-
-def unit_queue(group: PodGroup | None, pods: Sequence[PodInfo]) -> str | None:
-    """A unit's leaf queue: its PodGroup's `spec.queueName`, else the queue label of its pods."""
-    if group is not None and group.spec.queue_name:
-        return group.spec.queue_name
-    return next((info.labels[QUEUE_LABEL] for info in pods if info.labels.get(QUEUE_LABEL)), None)
 
 
 def ancestry(queue: str | None, queues: dict[str, Queue]) -> list[str]:
@@ -115,12 +125,17 @@ def resolve(
     """The min-runtime a victim in `victim_queue` has against a preemptor in `preemptor_queue`."""
     victim_path = ancestry(victim_queue, queues)
     if preemptor_queue == victim_queue:
-        return _walk(victim_path, queues, PREEMPT, defaults.preempt)
-    if defaults.reclaim_resolve_method == "queue":
-        return _walk(victim_path, queues, RECLAIM, defaults.reclaim)
-    preemptor_side = set(ancestry(preemptor_queue, queues))
+        found = _walk(victim_path, queues, PREEMPT, defaults.preempt)
+        return replace(found, victim_path=tuple(victim_path), preemptor_path=tuple(victim_path), lca=victim_queue)
+    preemptor_path = ancestry(preemptor_queue, queues)
+    preemptor_side = set(preemptor_path)
     lca = next((i for i, name in enumerate(victim_path) if name in preemptor_side), len(victim_path))
-    return _walk(victim_path[max(lca - 1, 0) :], queues, RECLAIM, defaults.reclaim)
+    if defaults.reclaim_resolve_method == "queue":
+        found = _walk(victim_path, queues, RECLAIM, defaults.reclaim)
+    else:
+        found = _walk(victim_path[max(lca - 1, 0) :], queues, RECLAIM, defaults.reclaim)
+    common = victim_path[lca] if lca < len(victim_path) else None
+    return replace(found, victim_path=tuple(victim_path), preemptor_path=tuple(preemptor_path), lca=common)
 
 
 def started_at(group: PodGroup | None, pods: Sequence[PodInfo]) -> datetime | None:

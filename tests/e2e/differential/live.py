@@ -120,8 +120,10 @@ class Run:
         return self.classes.name(group.priority, group.toleration)
 
     def set_up(self, now: datetime) -> None:
-        """Nodes, queues, groups, running pods (placed, with status) and budgets; then the budgets' status."""
+        """Nodes, queues, groups, running pods (placed, with status) and budgets; then the budgets' status.
+        The preemptor's PriorityClass is made here too, so the cluster dumped before it comes holds it."""
         scenario, pool = self.scenario, self.pool
+        self.classes.name(scenario.preemptor.priority)
         for cpu in scenario.nodes:
             pool.add_nodes(1, cpu=str(cpu))
         for queue in scenario.queues:

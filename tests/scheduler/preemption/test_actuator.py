@@ -48,7 +48,7 @@ def test_victims_marked_evented_and_deleted_with_grace(tmp_path: Path) -> None:
         target = pod.condition("DisruptionTarget")
         assert target is not None and target.status == "True"
         assert target.reason == "PreemptionByScheduler"
-        assert target.message == "phalanx-scheduler: preempting to accommodate a higher priority podgroup"
+        assert target.message == "phalanx-scheduler: preempting to accommodate a higher priority podgroup default/train"
         assert pod.metadata.deletion_timestamp == NOW
         assert pod.metadata.deletion_grace_period_seconds == 60
     events = [(e.regarding, e.reason, e.related, e.related_kind) for e in cluster.events]

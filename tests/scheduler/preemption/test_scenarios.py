@@ -450,6 +450,47 @@ def test_deleted_victims_wake_the_preemptor(
     assert report["pending"] == []
 
 
+@pytest.mark.parametrize("grace", [pytest.param(0, id="victims vanish at once"), pytest.param(30, id="30 s grace")])
+def test_lone_pod_binds_on_its_nomination_after_a_group_victim_on_two_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, grace: int
+) -> None:
+    """Fuzz seed 284884 protected #3: a `disruptionMode: PodGroup` gang runs on both nodes, so taking it frees
+    room on both; a PDB keeps the other candidates. The pod is nominated to one node and binds there once all
+    its victims are gone, as the live scheduler does (it is not retried while its deletions are in flight)."""
+
+    def member(name: str, group: str, node: str, cpu: str, klass: str) -> dict[str, Any]:
+        pod = make_pod(name).req(cpu=cpu).group(group).priority_class(klass).grace(grace).on(node, STARTED)
+        return pod.label("budget", group).json()
+
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "g1", "namespace": "default"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"budget": "g1"}}},
+    }
+    objects = [
+        make_priority_class("lowest", 5).json(),
+        make_node("n1").cap(cpu="8").json(),
+        make_node("n2").cap(cpu="4").json(),
+        make_podgroup("g0").gang(1).priority_class("low").disruption_mode("PodGroup").json(),
+        make_podgroup("g1").gang(1).priority_class("lowest").json(),
+        member("g0-0", "g0", "n2", "3", "low"),
+        member("g0-1", "g0", "n1", "3", "low"),
+        member("g0-2", "g0", "n1", "1", "low"),
+        member("g1-0", "g1", "n1", "1", "lowest"),
+        member("g1-1", "g1", "n1", "3", "lowest"),
+        make_pod("p0").req(cpu="1").priority_class("low").grace(grace).on("n2", STARTED).json(),
+        budget,
+        pending_pod("urgent", "2"),
+    ]
+    report = simulate(capsys, tmp_path, objects, "-o", "json")
+    assert {p["victim"] for p in report["preemptions"]} == {"default/g0-0", "default/g0-1", "default/g0-2"}
+    (decision,) = [d for d in report["decisions"] if d["outcome"] == "Preempt"]
+    (nomination,) = decision["nominations"]
+    (binding,) = report["bindings"]
+    assert binding["pod"] == "default/urgent" and binding["node"] == nomination["node"]
+
+
 def test_basic_group_partly_placed_preempts_only_for_the_rest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

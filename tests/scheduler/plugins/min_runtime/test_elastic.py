@@ -90,9 +90,11 @@ def test_rejection_names_group_protection_and_count() -> None:
     ]
     status = ElasticMinRuntime().validate(preemptor(snapshot, "ml/p"), victims, snapshot)
     assert status.reasons == (
-        "ml/elastic is protected by preempt-min-runtime 10m (node-pool default) until 12:06:00Z: preempting 3 of "
+        "ml/elastic is protected by preempt-min-runtime 10m (node-pool default) until 12:06:00Z (neither unit has "
+        "a queue): preempting 3 of "
         "its 5 running members would leave 2, below minCount 3",
-        "ml/other is protected by preempt-min-runtime 10m (node-pool default) until 12:02:00Z: preempting 3 of "
+        "ml/other is protected by preempt-min-runtime 10m (node-pool default) until 12:02:00Z (neither unit has "
+        "a queue): preempting 3 of "
         "its 4 running members would leave 1, below minCount 2",
     )
     assert status.until == NOW + 2 * MINUTE

@@ -51,9 +51,10 @@ CASES = [
         [lone("v", "vision", NOW - 5 * MINUTE)],
         incoming("nlp"),
         "team-a/v",
-        "team-a/v is protected by reclaim-min-runtime 10m (queue research) until 12:05:00Z",
+        "team-a/v is protected by reclaim-min-runtime 10m (queue research) until 12:05:00Z (queues vision > "
+        "research > root, the preemptor's nlp > research > root; lowest common ancestor research)",
         NOW + 5 * MINUTE,
-        id="reclaim across leaves inside the window",
+        id="reclaim across leaves inside the window: the paths and their lowest common ancestor",
     ),
     pytest.param(
         [lone("v", "vision", NOW - 10 * MINUTE)],
@@ -75,7 +76,8 @@ CASES = [
         [lone("v", "vision", NOW - MINUTE)],
         incoming("vision"),
         "team-a/v",
-        "team-a/v is protected by preempt-min-runtime 2m (queue research) until 12:01:00Z",
+        "team-a/v is protected by preempt-min-runtime 2m (queue research) until 12:01:00Z "
+        "(queues vision > research > root, the preemptor's too)",
         NOW + MINUTE,
         id="same leaf queue is a preempt",
     ),
@@ -87,7 +89,8 @@ CASES = [
         [lone("v", None, NOW - MINUTE)],
         incoming(None),
         "team-a/v",
-        "team-a/v is protected by preempt-min-runtime 1h (node-pool default) until 12:59:00Z",
+        "team-a/v is protected by preempt-min-runtime 1h (node-pool default) until 12:59:00Z "
+        "(neither unit has a queue)",
         NOW + 59 * MINUTE,
         id="pods without queues use the node-pool preempt default",
     ),
@@ -95,7 +98,8 @@ CASES = [
         [lone("v", "vision", NOW - MINUTE)],
         incoming("prod"),
         "team-a/v",
-        "team-a/v is protected by reclaim-min-runtime 10m (queue research) until 12:09:00Z",
+        "team-a/v is protected by reclaim-min-runtime 10m (queue research) until 12:09:00Z (queues vision > "
+        "research > root, the preemptor's prod > root; lowest common ancestor root)",
         NOW + 9 * MINUTE,
         id="prod reclaims from vision: step down to research",
     ),
@@ -200,7 +204,8 @@ def test_long_protection_prints_the_date() -> None:
     status = MinRuntime().filter_victim(preemptor(snapshot, "team-a/p"), victim(snapshot, "team-a/v"), snapshot)
     assert (
         status.message()
-        == "team-a/v is protected by preempt-min-runtime 48h (node-pool default) until 2026-01-03T12:00:00Z"
+        == "team-a/v is protected by preempt-min-runtime 48h (node-pool default) until 2026-01-03T12:00:00Z "
+        "(neither unit has a queue)"
     )
 
 
@@ -208,7 +213,9 @@ def test_min_runtime_beyond_the_calendar_protects_without_overflow() -> None:
     snapshot = snapshot_of(make_queue("a").reclaim_min_runtime("500000w").obj(), lone("v", "a", NOW), incoming("b"))
     status = MinRuntime().filter_victim(preemptor(snapshot, "team-a/p"), victim(snapshot, "team-a/v"), snapshot)
     assert status.code is Code.UNSCHEDULABLE
-    assert status.message().endswith("until 9999-12-31T23:59:59Z")
+    assert status.message().endswith(
+        "until 9999-12-31T23:59:59Z (queues a, the preemptor's b; lowest common ancestor none (different trees))"
+    )
 
 
 def test_warnings_name_queue_field_and_rule() -> None:

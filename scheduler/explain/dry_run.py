@@ -1,0 +1,131 @@
+"""The scheduler in dry run on a copy of a cluster: what it would do for one unit now, and when that unit binds.
+
+This is `phalanx simulate`'s engine started at the present, on the objects a cluster holds (all stored, so
+nothing is admitted again): the real runner, plugins, victim search and actuator on the in-memory back end,
+so the prediction is the scheduler's by construction. The first pass is the one a fresh scheduler makes (a
+restarted one, or the live one after the cluster next changes): every pending unit is tried in the
+scheduler's order, so units before this one take their room first, as they would. The run then goes on
+along the virtual clock until the unit is bound, nothing more can happen, `FORECAST` has passed or
+`FORECAST_PASSES` were made. It assumes what the simulator assumes: a victim is gone once its grace period
+is over, nothing else arrives, nothing is deleted by anyone else. The in-memory back end holds a copy of the
+objects: no write reaches the cluster, nor the objects the caller passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.runner import Attempt, PassReport
+from scheduler.preemption.actuator import PreemptionActuator
+from scheduler.preemption.decision import Decision, Outcome
+from scheduler.simulation.driver import simulate
+from scheduler.simulation.scenario import Scenario
+
+FORECAST = timedelta(days=30)
+"""How far along the virtual clock the dry run looks for the unit's binding."""
+FORECAST_PASSES = 200
+"""Passes the dry run may make: each costs a pass over the whole cluster."""
+
+
+@dataclass(slots=True)
+class DryRun:
+    """What the scheduler would do for one unit: its first pass (placement, preemption) and what followed."""
+
+    now: datetime
+    attempt: Attempt | None = None
+    """How the unit's placement went in the first pass; None when it was not tried (held back, or not ours)."""
+    decision: Decision | None = None
+    """What preemption decided for it in the first pass; None when preemption did not run."""
+    waiting: str | None = None
+    """Why it does not preempt again: its earlier decision is under way (victims still terminating)."""
+    messages: dict[str, str] = field(default_factory=dict)
+    """What the scheduler would tell each pending member in the first pass (its PodScheduled message)."""
+    ahead: list[str] = field(default_factory=list)
+    """Units tried before it in the first pass that bound members or preempted: they take room first."""
+    bound: dict[str, str] = field(default_factory=dict)
+    """Members bound during the run, to their nodes."""
+    bound_at: datetime | None = None
+    """When the unit had what it needs bound (a gang: `minCount` members; otherwise every pending member)."""
+    preempted: tuple[datetime, Decision] | None = None
+    """The first decision that preempted for it during the run, and when."""
+    cut: bool = False
+    """The pass limit ended the run before it could tell."""
+    horizon: datetime | None = None
+
+
+class _Watch:
+    """Follows the unit through the run's passes."""
+
+    def __init__(self, unit: str, members: set[str], needed: int, now: datetime) -> None:
+        self.unit = unit
+        self.members = members
+        self.needed = needed
+        self.result = DryRun(now)
+        self.first = True
+
+    def on_pass(self, report: PassReport) -> None:
+        result = self.result
+        for binding in report.bindings:
+            if binding.pod in self.members:
+                result.bound[binding.pod] = binding.node
+        for key, proposal in report.post_filter:
+            decision = proposal.explanation
+            if key != self.unit:
+                continue
+            if self.first:
+                result.decision = decision if isinstance(decision, Decision) else None
+                result.waiting = None if result.decision is not None else proposal.status.message()
+            if isinstance(decision, Decision) and decision.outcome == Outcome.PREEMPT and decision.victims:
+                result.preempted = result.preempted or (report.time, decision)
+        if self.first:
+            self.first = False
+            result.attempt = report.attempts.get(self.unit)
+            result.messages = {p.pod: p.message for p in report.pending if p.pod in self.members}
+            acted = {key for key, proposal in report.post_filter if proposal.victims or proposal.nominations}
+            for key, attempt in report.attempts.items():
+                if key == self.unit:
+                    break
+                if attempt.bound or key in acted:
+                    result.ahead.append(key)
+        if result.bound_at is None and len(result.bound) >= self.needed:
+            result.bound_at = report.time
+
+    def done(self) -> bool:
+        return self.result.bound_at is not None
+
+
+def dry_run(
+    objects: ClusterObjects,
+    config: SchedulerConfiguration,
+    now: datetime,
+    unit: str,
+    members: set[str],
+    needed: int,
+) -> DryRun:
+    """Run the scheduler on a copy of `objects` from `now` until `unit` has `needed` of its pending `members`
+    bound (or the forecast ends); nothing is written anywhere."""
+    copy = ClusterObjects(
+        nodes=dict(objects.nodes),
+        pods=dict(objects.pods),
+        pod_groups=dict(objects.pod_groups),
+        workloads=dict(objects.workloads),
+        queues=dict(objects.queues),
+        priority_classes=dict(objects.priority_classes),
+        pdbs=dict(objects.pdbs),
+    )
+    watch = _Watch(unit, members, needed, now)
+    run = simulate(
+        Scenario(copy, config, []),
+        now,
+        until=now + FORECAST,
+        actuator=PreemptionActuator,
+        on_pass=watch.on_pass,
+        done=watch.done,
+        max_passes=FORECAST_PASSES,
+    )
+    watch.result.cut = run.cut and watch.result.bound_at is None
+    watch.result.horizon = run.cluster.now()
+    return watch.result

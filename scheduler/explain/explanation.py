@@ -1,0 +1,160 @@
+"""`explain`: one unit, its members, what the scheduler would do for it now, and what would unblock it.
+
+Built from a cluster's objects (a LIST of each kind, or a dump) and the scheduler run in dry run on a copy
+of them (`dry_run.py`). The decision is the victim search's own `Decision`, so the JSON shares its schema
+(`Decision.as_json`, `schemaVersion`) with `phalanx simulate -o json`'s `decisions`. What the scheduler holds
+beyond the objects is named too: its own preemption under way (nominations, victims still terminating)
+and the nominations of other units that hold room against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.meta import rfc3339
+from scheduler.explain.dry_run import DryRun, dry_run
+from scheduler.explain.unblock import Unblock, unblockers
+from scheduler.explain.units import InFlight, Unit, in_flight, units_of
+from scheduler.framework.cluster import ClusterObjects
+
+API_VERSION = "explain.phalanx.dev/v1alpha1"
+"""The `apiVersion` of `explain -o json|yaml` and `status -o json|yaml` documents."""
+
+
+class ExplainError(LookupError):
+    """What was asked for cannot be explained; the message is the one line a user sees (kubectl's wording)."""
+
+
+class NotFound(ExplainError):
+    """No such object: `pods "x" not found`, as the API server says it."""
+
+
+class NotOurs(ExplainError):
+    """The pod is not scheduled by this Phalanx scheduler."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the user asked about: `pod` or `podgroup`, in a namespace; `api_version` pins a PodGroup's kind."""
+
+    kind: str
+    namespace: str
+    name: str
+    api_version: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class Explanation:
+    time: datetime
+    target: Target
+    unit: Unit
+    nodes: int
+    run: DryRun | None
+    flights: list[InFlight] = field(default_factory=list)
+    """Its own preemption under way, then the others whose nominations hold room against it."""
+    unblock: list[Unblock] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        unit, run = self.unit, self.run
+        decision = run.decision if run is not None else None
+        later = run.preempted if run is not None else None
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Explanation",
+            "time": rfc3339(self.time),
+            "target": {"kind": self.target.kind, "namespace": self.target.namespace, "name": self.target.name},
+            "unit": {
+                "key": unit.key,
+                "policy": unit.policy,
+                "disruptionMode": unit.group.disruption_mode if unit.group is not None else None,
+                **unit.as_json(),
+            },
+            "members": [
+                {
+                    "pod": m.key,
+                    "state": m.state,
+                    "node": m.node,
+                    "nominatedNode": m.nominated,
+                    "gates": list(m.gates),
+                    "message": run.messages.get(m.key) if run is not None else None,
+                }
+                for m in unit.members
+            ],
+            "placement": _placement(run, self.nodes),
+            "decision": {"time": rfc3339(self.time), **decision.as_json()} if decision is not None else None,
+            "waiting": run.waiting if run is not None else None,
+            "ahead": list(run.ahead) if run is not None else [],
+            "inFlight": [
+                {
+                    "preemptor": f.preemptor,
+                    "nominations": [{"pod": p, "node": n} for p, n in sorted(f.nominations.items())],
+                    "victims": list(f.victims),
+                    "since": rfc3339(f.since) if f.since is not None else None,
+                }
+                for f in self.flights
+            ],
+            "forecast": {
+                "boundAt": rfc3339(run.bound_at) if run is not None and run.bound_at is not None else None,
+                "bound": [{"pod": p, "node": n} for p, n in sorted(run.bound.items())] if run is not None else [],
+                "preemption": {"time": rfc3339(later[0]), **later[1].as_json()} if later is not None else None,
+                "horizon": rfc3339(run.horizon) if run is not None and run.horizon is not None else None,
+                "cut": run.cut if run is not None else False,
+            },
+            "unblock": [u.as_json() for u in self.unblock],
+        }
+
+
+def _placement(run: DryRun | None, nodes: int) -> dict[str, Any] | None:
+    if run is None or run.attempt is None:
+        return None
+    attempt = run.attempt
+    return {"nodes": nodes, "fit": attempt.placed, "needed": attempt.needed, "message": attempt.fit_error}
+
+
+def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: Target) -> tuple[Unit, dict[str, Unit]]:
+    """The unit `target` names (a pod's: its group's), and every pending unit; raises `ExplainError`."""
+    if target.kind == "pod":
+        pod = objects.pods.get(target.key)
+        if pod is None:
+            raise NotFound(f'pods "{target.name}" not found')
+        group = pod.pod_group_name
+        key = f"{target.namespace}/{group}" if group else pod.key
+        units = units_of(objects, config, [key])
+        unit = units[key]
+        if not unit.ours:
+            name = pod.spec.scheduler_name or "default-scheduler"
+            raise NotOurs(
+                f"pod {pod.key} is not scheduled by {config.scheduler_name} (its spec.schedulerName is {name})"
+            )
+        return unit, units
+    found = objects.pod_groups.get(target.key)
+    if found is None or (target.api_version is not None and found.api_version != target.api_version):
+        plural = "podgroups." + (target.api_version or "scheduling.phalanx.dev/").split("/")[0]
+        raise NotFound(f'{plural} "{target.name}" not found')
+    units = units_of(objects, config, [target.key])
+    return units[target.key], units
+
+
+def explain(objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, target: Target) -> Explanation:
+    """Explain `target` on `objects` at `now`; raises `ExplainError` when there is nothing to explain."""
+    unit, units = find_unit(objects, config, target)
+    pending = unit.pending_members
+    run = None
+    if unit.is_pending:
+        needed = unit.min_count - unit.bound if unit.policy == "gang" else len(pending)
+        run = dry_run(objects, config, now, unit.key, {m.key for m in pending}, max(1, needed))
+    flights = in_flight(objects, [unit])
+    wanted = {n for m in pending if (n := m.nominated) is not None} | set((run.bound if run else {}).values())
+    for other in in_flight(objects, (u for u in units.values() if u.key != unit.key and u.priority >= unit.priority)):
+        if set(other.nominations.values()) & wanted or not wanted:
+            flights.append(other)
+    explained = Explanation(now, target, unit, len(objects.nodes), run, flights)
+    explained.unblock = unblockers(unit, run, flights, objects, config, now)
+    return explained
