@@ -309,7 +309,9 @@ def _policy(pre: Preemptor) -> Json:
 
 def hand_over(runs: Sequence[Run], api: Api, namespace: str) -> None:
     """Release every run's preemptor (created by `Run.start`); before Phalanx's PodGroups, make sure
-    `phalanx scheduler` knows all their members: it has tried a probe pod created after them."""
+    `phalanx scheduler` knows all their members: it has tried a probe pod created after them. The probe's
+    `Unschedulable` is a best-effort write, held while other runs' preemptions are being sent (at most
+    5 s): the groups then start that much later than the lone pods, in pools of their own."""
     if any(not r.native and r.scenario.preemptor.policy != "pod" for r in runs):
         name = f"arrivals-{next(_probes)}"
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
