@@ -122,7 +122,7 @@ def test_refused_preemption_write_fails_only_its_unit(
 
     def told_why() -> bool:
         urgent = apiserver.get("pods", "urgent", "a") or {}
-        scheduled = next((c for c in urgent["status"]["conditions"] if c["type"] == "PodScheduled"), {})
+        scheduled = next((c for c in urgent.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"), {})
         return (scheduled.get("status"), scheduled.get("reason")) == ("False", "SchedulerError")
 
     wait_for(told_why)  # between retries: each retry decides again (Unschedulable) before its write is refused

@@ -11,7 +11,19 @@ The preemptor is what differs. For kube-scheduler: a native `scheduling.k8s.io/v
 pods with `spec.schedulingGroup` under its profile's scheduler name; our webhook gates native members
 too (the stack renders the chart with `nativeWorkloadAPI`), so the test removes that gate, and
 kube-scheduler's own gang scheduling holds a gang until `minCount` members exist. For Phalanx: our
-PodGroup, created after its pods, so every member reaches the scheduler in the same pass.
+PodGroup, created after its pods.
+
+Either way the whole preemptor is handed over at once (`hand_over`), so the live scheduler sees every
+member arrive together, as `phalanx simulate` does: a basic group binds what fits as its members
+arrive, so members seen in two passes can preempt more than all of them seen at once (fuzz seed 7321
+protected #18). Creating the pods before the PodGroup is not enough for Phalanx: pods and PodGroups
+come on separate watches, so the PodGroup could reach the scheduler before the last members did, and
+it ungated the members it knew of. So the members are created first, then a probe pod no node can
+take; the scheduler watches all pods on one stream, in order, so once it has marked the probe
+`Unschedulable` it knows every member, and only then are the PodGroups created: the scheduler lifts
+our gate from every member in one pass and tries them together. For kube-scheduler, every member is
+created gated, then the gates are removed all at once, one request per member in parallel: as close
+to one arrival as the API allows from outside the scheduler.
 
 `settle` waits until every run has either bound all of its preemptor's pods or stayed unchanged for a
 while after its scheduler tried it.
@@ -19,12 +31,14 @@ while after its scheduler tried it.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from tests.e2e.control_plane import Api, Json, collection_path, wait_for
+from tests.e2e.control_plane import Api, Json, Response, collection_path, wait_for
 from tests.e2e.differential.ranking import Outcome
 from tests.e2e.differential.scenario import Group, Preemptor, Running, Scenario, Toleration
 from tests.e2e.objects import NATIVE, PHALANX, SCHEDULER_NAME, Pool, priority_class
@@ -39,8 +53,13 @@ BUDGET_LABEL = "differential.phalanx.dev/budget"
 QUEUE_LABEL = "scheduling.phalanx.dev/queue"
 LAST_START = "scheduling.phalanx.dev/last-start-timestamp"
 TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io"
+PROBE_LABEL = "differential.phalanx.dev/no-such-node"
+"""A node label no node has: the probe `hand_over` creates is unschedulable wherever it goes."""
 QUIET_SECONDS = 5.0
 """How long a run must stay unchanged, once its scheduler tried the preemptor, to count as settled."""
+
+
+_probes = itertools.count()
 
 
 def rfc3339(when: datetime) -> str:
@@ -206,7 +225,7 @@ class Run:
         return True
 
     def preemptor_manifests(self) -> list[Json]:
-        """Pods, then (Phalanx) the PodGroup that lets them all reach the scheduler in one pass."""
+        """Kube-scheduler's PodGroup then its pods; (Phalanx) pods, then the PodGroup `release` creates."""
         pre, pool = self.scenario.preemptor, self.pool
         cls = self.classes.name(pre.priority)
         scheduler = KUBE_SCHEDULER_NAME if self.native else SCHEDULER_NAME
@@ -233,16 +252,29 @@ class Run:
         return [group, *pods] if self.native else [*pods, group]
 
     def start(self) -> None:
+        """Create the preemptor's pods (and kube-scheduler's PodGroup): none can be scheduled before `release`."""
         self.started = datetime.now(UTC)
         self.preemptor_docs = self.preemptor_manifests()
         for doc in self.preemptor_docs:
-            self.pool.create(doc)
-        if self.native and self.scenario.preemptor.policy != "pod":
-            for name in self.scenario.preemptor.names:
-                path = f"/api/v1/namespaces/{self.pool.namespace}/pods/{name}"
-                patch = [{"op": "remove", "path": "/spec/schedulingGates"}]
-                reply = self.pool.api.patch(path, patch, "application/json-patch+json")
+            if self.native or doc["kind"] == "Pod":
+                self.pool.create(doc)
+
+    def release(self) -> None:
+        """Let the scheduler take the preemptor's members (see `hand_over`); a lone pod is taken already."""
+        if self.scenario.preemptor.policy == "pod":
+            return
+        if not self.native:
+            (group,) = [doc for doc in self.preemptor_docs if doc["kind"] != "Pod"]
+            self.pool.create(group)
+            return
+        with ThreadPoolExecutor(len(self.scenario.preemptor.names)) as workers:
+            for reply in workers.map(self._ungate, self.scenario.preemptor.names):
                 assert reply.status == 200, reply.message
+
+    def _ungate(self, name: str) -> Response:
+        path = f"/api/v1/namespaces/{self.pool.namespace}/pods/{name}"
+        patch = [{"op": "remove", "path": "/spec/schedulingGates"}]
+        return self.pool.api.patch(path, patch, "application/json-patch+json")
 
     def observe(self) -> Observation:
         pods = self.pool.pods()
@@ -273,6 +305,39 @@ class Run:
 
 def _policy(pre: Preemptor) -> Json:
     return {"basic": {}} if pre.policy == "basic" else {"gang": {"minCount": pre.min_count}}
+
+
+def hand_over(runs: Sequence[Run], api: Api, namespace: str) -> None:
+    """Release every run's preemptor (created by `Run.start`); before Phalanx's PodGroups, make sure
+    `phalanx scheduler` knows all their members: it has tried a probe pod created after them. The probe's
+    `Unschedulable` is a best-effort write, held while other runs' preemptions are being sent (at most
+    5 s): the groups then start that much later than the lone pods, in pools of their own."""
+    if any(not r.native and r.scenario.preemptor.policy != "pod" for r in runs):
+        name = f"arrivals-{next(_probes)}"
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulerName": SCHEDULER_NAME,
+                "nodeSelector": {PROBE_LABEL: "none"},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "registry.example/app:1"}],
+            },
+        }
+        api.create(collection_path(probe), probe)
+        try:
+            wait_for(lambda: _unschedulable(api.get(path) or {}), timeout=60, what=f"{SCHEDULER_NAME} to try {name}")
+        finally:
+            api.request("DELETE", path)
+    for r in runs:
+        r.release()
+
+
+def _unschedulable(pod: Json) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
 
 
 def settle(runs: Iterable[Run], timeout: float = 120.0) -> dict[Run, Outcome]:

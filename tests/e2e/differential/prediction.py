@@ -6,6 +6,10 @@ preemptor is the same manifests the live run created, which simulate admits as t
 SchedulerConfiguration is the live scheduler's. The simulator starts at the moment the preemptor was
 created and runs one virtual minute: every protection in the scenarios is either over long before or
 holds for much longer, so the few seconds a live run takes cannot change what it may preempt.
+
+Simulate sees the whole preemptor arrive at once; so does the live scheduler (`hand_over`). Should
+that ever fail, `arrivals` reads in the scheduler's log how many passes lifted our gate from the
+members, and the failure says so: a race of the harness, not a wrong prediction.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from tests.e2e.control_plane import ROOT, Json
 from tests.e2e.differential.live import Run, rfc3339
 from tests.e2e.differential.ranking import Outcome
 from tests.e2e.objects import PHALANX
+
+ARRIVALS = ("gate removed", "pass done")
 
 LISTED = (("v1", "Pod", "/api/v1"), ("policy/v1", "PodDisruptionBudget", "/apis/policy/v1"))
 
@@ -65,3 +71,21 @@ def predict(run: Run, before: list[Json], config: Json, work: Path) -> tuple[Out
             bound[name] = index[binding["node"]]
     preempted = frozenset(p["victim"].split("/", 1)[1] for p in report["preemptions"])
     return Outcome(bound, preempted), report
+
+
+def arrivals(log: str, run: Run) -> int:
+    """In how many passes the live scheduler lifted our gate from the run's preemptor group (1: all at once)."""
+    group = f"{run.pool.namespace}/preemptor"
+    done, passes = 0, set()
+    for line in log.splitlines():
+        if not any(f'"event": "{event}"' in line for event in ARRIVALS):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "pass done":
+            done += 1
+        elif entry.get("group") == group:
+            passes.add(done)
+    return len(passes)
