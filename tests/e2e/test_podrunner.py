@@ -363,3 +363,23 @@ def test_a_killed_runner_leaves_no_namespace_link_or_process_behind(
         second.stop()
         api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/orphan", grace_period_seconds=0)
         api.request("DELETE", "/api/v1/nodes/runner-doomed")
+
+
+def test_a_runner_sweeps_what_a_runner_killed_with_its_watchdog_left(
+    cluster: ControlPlane, runner: PodRunner, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A namespace and a link of a prefix no live runner holds (its runner and watchdog killed together) are gone
+    once another runner starts; the live runner's own are kept."""
+    subprocess.run(["ip", "netns", "add", "phxdead-pod0"], check=True)
+    subprocess.run(["ip", "link", "add", "phxdeadbr", "type", "bridge"], check=True)
+    other = PodRunner(cluster, "runner-sweeper", tmp_path_factory.mktemp("sweeper")).start()
+    try:
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+        assert not (NETNS_DIR / "phxdead-pod0").exists()
+        assert "phxdeadbr" not in links
+        assert f"{runner.prefix}br" in links, "the live runner's bridge is kept"
+    finally:
+        other.stop()
+        subprocess.run(["ip", "netns", "del", "phxdead-pod0"], check=False, capture_output=True)
+        subprocess.run(["ip", "link", "del", "phxdeadbr"], check=False, capture_output=True)
+        cluster.api().request("DELETE", "/api/v1/nodes/runner-sweeper")

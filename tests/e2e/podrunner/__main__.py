@@ -2,7 +2,8 @@
 
 Runs until SIGTERM/SIGINT, or until the owner process exits, then kills its pods, removes their network
 namespaces, its bridge and its node. `--sweep PREFIX` removes what a killed runner left behind (the e2e
-fixture keeps a watchdog that runs it when the runner dies).
+fixture keeps a watchdog that runs it when the runner dies); a runner that starts also sweeps every prefix
+no live runner holds (`network.claim`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import yaml
 from tests.e2e.control_plane import ROOT, Api
 from tests.e2e.podrunner.image import Registry, read_dockerfile
 from tests.e2e.podrunner.kubelet import Node, NodeSettings
-from tests.e2e.podrunner.network import sweep
+from tests.e2e.podrunner.network import claim, sweep
 
 
 def chart_image_repository() -> str:
@@ -69,6 +70,7 @@ def main() -> int:
     if args.sweep:
         print("\n".join(sweep(args.sweep)))
         return 0
+    claim(args.prefix)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
     node = Node(settings(args), args.prefix)

@@ -11,13 +11,16 @@ connection to the real API server. Its listening socket is made by a thread that
 namespace (setns(2) acts on the calling thread only), so one process serves every pod's relay.
 
 Every name the runner makes starts with its prefix (`phx` and four hex digits), so `sweep` removes all
-of it, and the processes left inside, after a runner that was killed.
+of it, and the processes left inside, after a runner that was killed. A runner holds a lock on its prefix
+for its life (`claim`); one that starts sweeps every prefix nobody holds, which catches what a runner left
+when its watchdog was killed with it (a whole process tree killed at once).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import ipaddress
 import os
 import random
@@ -33,6 +36,9 @@ from typing import TypeVar
 T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/run/netns")
+CLAIMS = Path("/run/phalanx-podrunner")
+"""`<prefix>.lock` per live runner, locked (flock) for its life: the kernel drops the lock however it ends."""
+PREFIX_LENGTH = len("phx") + 4
 RANGE = ipaddress.ip_network("198.18.0.0/15")
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -210,8 +216,52 @@ class Relay:
         outside.close()
 
 
+def claim(prefix: str) -> None:
+    """Hold `prefix` for this process's life (its descriptor is never closed), then sweep what no runner holds.
+
+    The lock file is locked before it gets its name, so another runner never finds it unlocked."""
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    pending = CLAIMS / f".{prefix}.{os.getpid()}"
+    fd = os.open(pending, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    pending.rename(CLAIMS / f"{prefix}.lock")
+    sweep_orphans()
+
+
+def sweep_orphans() -> list[str]:
+    """Sweep every prefix that names a namespace or a link and that no live runner holds."""
+    held = {lock.stem for lock in CLAIMS.glob("phx*.lock") if _held(lock)}
+    named = [p.name for p in NETNS_DIR.iterdir()] if NETNS_DIR.exists() else []
+    named += [_link_name(line) for line in ip("-o", "link", "show").stdout.splitlines()]
+    prefixes = {name[:PREFIX_LENGTH] for name in named if name.startswith("phx")} - held
+    return [removed for prefix in sorted(prefixes) for removed in sweep(prefix)]
+
+
+def _held(lock: Path) -> bool:
+    """Whether a live runner holds `lock`; one nobody holds is removed."""
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.unlink(missing_ok=True)  # while locked: a runner claiming the name anew is never undone
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _link_name(line: str) -> str:
+    """The name in a line of `ip -o link show` (`5: phx1234v3@if2: <...>`)."""
+    return line.split(":")[1].strip().split("@")[0]
+
+
 def sweep(prefix: str) -> list[str]:
-    """Remove every namespace and link named with `prefix` (and kill what runs in those namespaces)."""
+    """Remove every namespace and link named with `prefix` (and kill what runs in those namespaces), and the
+    prefix's lock file once no runner holds it."""
+    _held(CLAIMS / f"{prefix}.lock")
     removed = []
     if NETNS_DIR.exists():
         for entry in NETNS_DIR.iterdir():
@@ -220,7 +270,7 @@ def sweep(prefix: str) -> list[str]:
                 ip("netns", "del", entry.name, check=False)
                 removed.append(entry.name)
     for line in ip("-o", "link", "show").stdout.splitlines():
-        name = line.split(":")[1].strip().split("@")[0]
+        name = _link_name(line)
         if name.startswith(prefix):
             ip("link", "del", name, check=False)
             removed.append(name)
