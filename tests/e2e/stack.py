@@ -12,6 +12,7 @@ the TLS Secret and injects `caBundle`, under the same RBAC.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -105,6 +106,20 @@ class Process:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def records(self, *events: str) -> list[Json]:
+        """The process's JSON log lines (the chart's `logFormat: json`) for any of `events`, in order."""
+        found = []
+        for line in self.log().splitlines():
+            if not line.startswith("{") or not any(f'"{event}"' in line for event in events):
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a process still writing it
+            if record.get("event") in events:
+                found.append(record)
+        return found
 
     @property
     def running(self) -> bool:

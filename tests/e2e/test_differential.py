@@ -293,8 +293,7 @@ def run(
                 continue
             (ours,) = [r for r in mine if r.flavour == PHALANX_SCHEDULER]
             predicted, report = predict(ours, before[ours], stack.scheduler_config(), work)
-            log = stack.scheduler.log() if stack.scheduler is not None else ""
-            results.append(Outcomes(live, predicted, report, arrivals(log, ours)))
+            results.append(Outcomes(live, predicted, report, arrivals(stack.scheduler, ours)))
         return results
     finally:
         for r in runs:

@@ -21,7 +21,6 @@ else's work.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections import Counter
@@ -47,27 +46,16 @@ def create_all(pool: Pool, docs: list[Json], workers: int = 8) -> None:
             assert made["metadata"]["name"]
 
 
-def log_lines(process: Process, event: str) -> list[Json]:
-    """The process's JSON log lines (the chart's `logFormat: json`) for `event`."""
-    lines = []
-    for line in process.log().splitlines():
-        if line.startswith("{") and f'"{event}"' in line:
-            record = json.loads(line)
-            if record.get("event") == event:
-                lines.append(record)
-    return lines
-
-
 def settled(process: Process, backlog: int) -> bool:
     """A pass found nothing to try with the whole backlog parked: the scheduler sits idle, as in the issue."""
-    return any(p["tried"] == 0 and p["unschedulable"] >= backlog for p in log_lines(process, "pass done"))
+    return any(p["tried"] == 0 and p["unschedulable"] >= backlog for p in process.records("pass done"))
 
 
 def bindings_sent(process: Process) -> bool:
     """A pass sent Bindings. What they changed on the nodes wakes every parked pod, so the passes after it retry
     the backlog while the last members still arrive: the SIGTERM comes with all of that under way. (A retried
     unit is no longer logged when its reason did not change, issue 22, so the retry itself leaves no line.)"""
-    return any(p["bound"] for p in log_lines(process, "pass done"))
+    return any(p["bound"] for p in process.records("pass done"))
 
 
 def lease_holder(pool: Pool) -> str:
@@ -116,7 +104,7 @@ def stop_and_time(leader: Process, standby: Process, pool: Pool) -> tuple[float,
 
 def stop_lines(process: Process) -> Json:
     """The leader's account of its stop: a line when it began, a line when it ended with what it dropped."""
-    began, ended = log_lines(process, "stopping"), log_lines(process, "stopped")
+    began, ended = process.records("stopping"), process.records("stopped")
     assert len(began) == 1 and len(ended) == 1, process.log()[-3000:]
     print(f"{began[0]}\n{ended[0]}")
     return ended[0]
@@ -221,7 +209,7 @@ def test_sigterm_during_a_gang_preemption_hands_it_over_with_the_same_victims(ph
         pool.create(pool.pod_group("train", {"gang": {"minCount": size}}, priority_class=high))
         members = [f"train-m{i}" for i in range(size)]
         create_all(pool, gang_members(pool, "train", range(size), cpu="4", priority_class=high))
-        decided = wait_for(lambda: log_lines(leader, "victims preempted"), what="the gang's preemption decided")
+        decided = wait_for(lambda: leader.records("victims preempted"), what="the gang's preemption decided")
         exited, took_over = stop_and_time(leader, standby, pool)
         victims = set(decided[0]["victims"])
         print(f"{len(victims)} victims; {len(pool.terminating())} terminating when the leader exited")

@@ -26,6 +26,7 @@ from tests.e2e.control_plane import ROOT, Json
 from tests.e2e.differential.live import Run, rfc3339
 from tests.e2e.differential.ranking import Outcome
 from tests.e2e.objects import PHALANX
+from tests.e2e.stack import Process
 
 ARRIVALS = ("gate removed", "pass done")
 
@@ -73,18 +74,12 @@ def predict(run: Run, before: list[Json], config: Json, work: Path) -> tuple[Out
     return Outcome(bound, preempted), report
 
 
-def arrivals(log: str, run: Run) -> int:
+def arrivals(scheduler: Process | None, run: Run) -> int:
     """In how many passes the live scheduler lifted our gate from the run's preemptor group (1: all at once)."""
     group = f"{run.pool.namespace}/preemptor"
     done, passes = 0, set()
-    for line in log.splitlines():
-        if not any(f'"event": "{event}"' in line for event in ARRIVALS):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if entry.get("event") == "pass done":
+    for entry in scheduler.records(*ARRIVALS) if scheduler is not None else []:
+        if entry["event"] == "pass done":
             done += 1
         elif entry.get("group") == group:
             passes.add(done)
