@@ -150,10 +150,12 @@ def explain(objects: ClusterObjects, config: SchedulerConfiguration, now: dateti
     if unit.is_pending:
         needed = unit.min_count - unit.bound if unit.policy == "gang" else len(pending)
         run = dry_run(objects, config, now, unit.key, {m.key for m in pending}, max(1, needed))
-    flights = in_flight(objects, [unit])
+    rivals = [u for u in units.values() if u.key != unit.key and u.priority >= unit.priority]
+    found = in_flight(objects, [unit, *rivals])  # one scan of the pods for both
+    flights = [f for f in found if f.preemptor == unit.key]
     wanted = {n for m in pending if (n := m.nominated) is not None} | set((run.bound if run else {}).values())
-    for other in in_flight(objects, (u for u in units.values() if u.key != unit.key and u.priority >= unit.priority)):
-        if set(other.nominations.values()) & wanted or not wanted:
+    for other in found:
+        if other.preemptor != unit.key and (set(other.nominations.values()) & wanted or not wanted):
             flights.append(other)
     explained = Explanation(now, target, unit, len(objects.nodes), run, flights)
     explained.unblock = unblockers(unit, run, flights, objects, config, now)
