@@ -181,6 +181,12 @@ class ControlPlane:
     def apiserver_pid(self) -> int:
         return int((self.dir / "run" / "kube-apiserver.pid").read_text())
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU used so far by kube-apiserver, etcd and this bench process (user + system)."""
+        pids = {name: int((self.dir / "run" / f"{name}.pid").read_text()) for name in ("kube-apiserver", "etcd")}
+        mine = os.times()
+        return {**{name: proc_cpu_seconds(pid) for name, pid in pids.items()}, "bench": mine.user + mine.system}
+
     def ensure_nodes(self, count: int) -> None:
         """Nodes node-0 .. node-(count-1): created, or deleted from the top, so exactly `count` exist."""
         if count > self.nodes:
@@ -282,11 +288,30 @@ class PodWatch:
         self._finishing: set[str] = set()
         self._started: set[str] = set()
         self._stop = False
+        self.rewatches = 0
+        self.status_writes = 0
+        self.failure: BaseException | None = None
         self._conn: http.client.HTTPSConnection | None = None
         self._thread = threading.Thread(target=self._run, args=(resource_version,), daemon=True)
         self._thread.start()
 
     def _run(self, resource_version: str) -> None:
+        """Watch until stopped. The API server may end a watch at any time (it closes a watcher that reads
+        too slowly, as this one can while 32 kubelet threads share its GIL): watch again from the last
+        resourceVersion seen, so no event is lost and the run does not wait for pods it stopped seeing."""
+        while not self._stop:
+            try:
+                resource_version = self._watch(resource_version)
+            except BaseException as err:
+                self.failure = err
+                with self.cond:
+                    self.cond.notify_all()
+                raise
+            if not self._stop:
+                self.rewatches += 1
+                print(f"  (watch of {self.namespace} ended by the server; again from {resource_version})", flush=True)
+
+    def _watch(self, resource_version: str) -> str:
         path = (
             f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
             f"&resourceVersion={resource_version}&timeoutSeconds=3600"
@@ -298,8 +323,11 @@ class PodWatch:
             while not self._stop:
                 line = resp.readline()
                 if not line:
-                    return
+                    break
                 event = json.loads(line)
+                if event["type"] == "ERROR":
+                    raise RuntimeError(f"watch of {self.namespace} failed: {event['object']}")
+                resource_version = event["object"]["metadata"].get("resourceVersion", resource_version)
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                     self._apply(event["type"], event["object"], time.perf_counter())
         except (OSError, ValueError, http.client.HTTPException):
@@ -307,6 +335,7 @@ class PodWatch:
                 raise
         finally:
             conn.close()
+        return resource_version
 
     def _apply(self, kind: str, obj: dict[str, Any], now: float) -> None:
         meta, spec, status = obj["metadata"], obj.get("spec", {}), obj.get("status", {})
@@ -375,6 +404,9 @@ class PodWatch:
         except ApiError as e:
             if e.status not in (404, 409, 422):
                 raise
+            return
+        with self.cond:
+            self.status_writes += 1
 
     def _finish(self, name: str, uid: str) -> None:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
@@ -388,6 +420,8 @@ class PodWatch:
         deadline = time.perf_counter() + timeout
         with self.cond:
             while not predicate():
+                if self.failure is not None:
+                    raise RuntimeError(f"the bench's watch of {self.namespace} failed") from self.failure
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return False
@@ -567,6 +601,14 @@ class Result:
     runs: list[float] = field(default_factory=list)
     """`explain`: the wall seconds of each run of the command."""
     victims: dict[str, int] = field(default_factory=dict)
+    created_per_second: float | None = None
+    """`drain`: the API server's write ceiling in this run, the rate at which the bench's own client (8 threads)
+    created the drain's pods before the scheduler started."""
+    writes_per_second: float | None = None
+    """`drain`: the API server's writes for the drain, per second: a Binding and a kubelet status write a pod."""
+    others_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """`drain`: the CPU seconds kube-apiserver, etcd and the bench itself (its client, watch and kubelets) used
+    over the same time as the scheduler: where the 2 cores went."""
     note: str = ""
 
 
@@ -604,18 +646,23 @@ def probe(plane: ControlPlane, namespace: str, run: SchedulerRun, watch: PodWatc
 def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, label)
+    creating = time.perf_counter()
     plane.api.create_many(
         "/api/v1/namespaces/{ns}/pods",
         (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
     )
+    created = pods / (time.perf_counter() - creating)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
+    others = plane.cpu_seconds()
     run = scheduler(plane, label)
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
+    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
     cpu, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
     seconds = end - run.started
+    writes = watch.bound + watch.status_writes
     return Result(
         "drain",
         run.name,
@@ -627,6 +674,9 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         cpu_seconds=cpu,
         cpu_ms_per_pod=1000 * cpu / pods,
         hwm_mib=hwm,
+        created_per_second=created,
+        writes_per_second=writes / seconds,
+        others_cpu_seconds=others,
         note="" if done else f"only {watch.bound} bound",
     )
 
@@ -933,6 +983,8 @@ def report(results: list[Result]) -> None:
             line += f" {fmt(r.seconds)} s, {fmt(r.pods_per_second)} pods/s, CPU {fmt(r.cpu_seconds)} s"
             line += f" ({fmt(r.cpu_ms_per_pod, 2)} ms/pod)"
         line += f", peak RSS {fmt(r.hwm_mib, 0)} MiB {r.note}"
+        if r.others_cpu_seconds:
+            line += " meanwhile CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.others_cpu_seconds.items())
         print(line)
     print("\n== medians (ratios: to kube-scheduler)")
     names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
@@ -947,6 +999,19 @@ def report(results: list[Result]) -> None:
             rate = median([r.pods_per_second for r in rs])
             cpu, hwm = median([r.cpu_ms_per_pod for r in rs]), median([r.hwm_mib for r in rs])
             print(f"| {name} | {fmt(rate)} | {fmt(cpu, 2)} | {fmt(hwm, 0)} | {ratio(rate, kube)} |")
+    drains = [r for r in results if r.workload == "drain" and r.created_per_second]
+    if drains:
+        ceiling = median([r.created_per_second for r in drains])
+        print(
+            f"| the limit row, drain: ceiling {fmt(ceiling, 0)} pod creates/s (bench client, 8 threads; median of "
+            f"{len(drains)} runs) | pods/s | / ceiling | API writes/s (Binding + kubelet status) | / ceiling |"
+        )
+        for name in names:
+            rs = by("drain", name)
+            if rs:
+                rate, writes = median([r.pods_per_second for r in rs]), median([r.writes_per_second for r in rs])
+                row = f"{fmt(rate)} | {ratio(rate, ceiling)} | {fmt(writes, 0)} | {ratio(writes, ceiling)}"
+                print(f"| {name} | {row} |")
     for nodes in sorted({r.nodes for r in results if r.workload == "preempt"}):
         gang = next(r.pods for r in results if r.workload == "preempt" and r.nodes == nodes)
         print(f"| preempt {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
