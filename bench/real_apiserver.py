@@ -2,8 +2,9 @@
 
 The bench starts `../shared/kube` in a temporary folder (no controller manager; `KUBE_OWNER_PID` is
 this process, so nothing outlives it), applies our CRDs, creates fake nodes, and runs each workload
-for kube-scheduler (K) and for the real `phalanx scheduler` CLI process (P) with the admin
-kubeconfig, alternating K P P K (`--rounds 2`, the default) so slow drift of the machine hits both.
+for kube-scheduler (K) and for the real `phalanx scheduler` CLI process (P), each as the API server's
+priority and fairness treats it in a cluster (both in `workload-high`: `ControlPlane.phalanx_identity`),
+alternating K P P K (`--rounds 2`, the default) so slow drift of the machine hits both.
 Each scheduler process is started for one run and stopped after it; its CPU (user + system) comes
 from /proc/<pid>/stat and its peak RSS from VmHWM in /proc/<pid>/status.
 
@@ -203,6 +204,67 @@ class ControlPlane:
                 "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(f"fill-{level}", level * 1000)
             )
         self.api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class("gang-high", 100_000))
+        self.phalanx_identity()
+
+    def phalanx_identity(self) -> None:
+        """`phalanx.kubeconfig`: Phalanx's ServiceAccount, as the chart runs it, with the chart's FlowSchema.
+
+        API Priority and Fairness classifies requests by who makes them. The admin token is `exempt` (never queued
+        or refused), while kube-scheduler's requests go to `workload-high`, where a burst of Bindings is queued
+        or refused with 429. Phalanx runs as a ServiceAccount (with cluster-admin's rights: the chart's RBAC is
+        not what is measured) that the chart's FlowSchema (templates/scheduler-flowschema.yaml, the default
+        values) puts in `workload-high` too: both schedulers get the same treatment from the server."""
+        namespace, name = "phalanx-system", "phalanx-scheduler"
+        self.api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        self.api.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": name}})
+        subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+        binding = {
+            "metadata": {"name": "phalanx-bench"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [subject],
+        }
+        self.api.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        every = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+        flow_schema = {
+            "metadata": {"name": name},
+            "spec": {
+                "priorityLevelConfiguration": {"name": "workload-high"},
+                "matchingPrecedence": 850,
+                "distinguisherMethod": {"type": "ByNamespace"},
+                "rules": [
+                    {
+                        "subjects": [
+                            {"kind": "ServiceAccount", "serviceAccount": {"name": name, "namespace": namespace}}
+                        ],
+                        "resourceRules": [every],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    }
+                ],
+            },
+        }
+        self.api.request("POST", "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", flow_schema)
+        token = self.api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"spec": {"expirationSeconds": 86400}},
+        )["status"]["token"]
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "bench",
+                    "cluster": {
+                        "server": self.env["KUBE_APISERVER_URL"],
+                        "certificate-authority": self.env["KUBE_CA_FILE"],
+                    },
+                }
+            ],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": name}}],
+            "current-context": "bench",
+        }
+        (self.dir / "phalanx.kubeconfig").write_text(json.dumps(kubeconfig))
 
 
 def node(name: str) -> dict[str, Any]:
@@ -545,7 +607,7 @@ class PhalanxRun(SchedulerRun):
             str(PHALANX),
             "scheduler",
             "--kubeconfig",
-            str(plane.dir / "kubeconfig"),
+            str(plane.dir / "phalanx.kubeconfig"),
             "--metrics-bind",
             "127.0.0.1:0",
         ]
@@ -897,10 +959,7 @@ def explain(plane: ControlPlane, nodes: int, pods: int, runs: int) -> list[Resul
         )
     )
     api.create_many("/api/v1/namespaces/{ns}/pods", pending)
-    api.request(
-        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "phalanx-system"}}
-    )
-    api.request(
+    api.request(  # phalanx-system exists: `ControlPlane.phalanx_identity`
         "POST",
         "/api/v1/namespaces/phalanx-system/configmaps",
         {

@@ -175,6 +175,17 @@ def _apply_crds(api: Api) -> None:
         )
 
 
+def _dispatched(api: Api, flow_schema: str, priority_level: str) -> float:
+    """Requests the API server dispatched through `flow_schema` at `priority_level` (its own /metrics)."""
+    text = api.request("GET", "/metrics").message
+    wanted = (f'flow_schema="{flow_schema}"', f'priority_level="{priority_level}"')
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and all(w in line for w in wanted)
+    )
+
+
 def test_1_install_then_crds_then_a_gang_gated_scheduled_and_preempted_through_the_service(
     release: Release, workloads: Pool
 ) -> None:
@@ -185,6 +196,12 @@ def test_1_install_then_crds_then_a_gang_gated_scheduled_and_preempted_through_t
     bundles = release.ca_bundles()
     assert len(bundles) == 1 and "" not in bundles, "caBundle injected into every webhook by the chart's mechanism"
     assert release.lease_holder() in {p["metadata"]["name"] for p in release.pods("scheduler")}
+    # the scheduler's requests are in kube-scheduler's priority level, not the service accounts' workload-low
+    wait_for(
+        lambda: _dispatched(release.api, f"{RELEASE}-scheduler", "workload-high") > 0,
+        timeout=30,
+        what="the scheduler's requests dispatched by its FlowSchema at workload-high",
+    )
 
     _apply_crds(release.api)
     api, pool = release.api, workloads
@@ -361,11 +378,13 @@ def test_6_uninstall_leaves_nothing_behind_and_pod_creation_works_at_once(releas
         ):
             found += [f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']}" for o in api.items(path)]
         found += [
-            f"{kind}/{o['metadata']['name']}"
-            for kind in ("clusterroles", "clusterrolebindings")
-            for o in api.items(
-                f"/apis/rbac.authorization.k8s.io/v1/{kind}", labelSelector=f"app.kubernetes.io/instance={RELEASE}"
+            f"{path.rsplit('/', 1)[1]}/{o['metadata']['name']}"
+            for path in (
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
             )
+            for o in api.items(path, labelSelector=f"app.kubernetes.io/instance={RELEASE}")
         ]
         for kind in ("secrets", "configmaps", "serviceaccounts"):
             for obj in api.items(f"/api/v1/namespaces/{NAMESPACE}/{kind}"):
