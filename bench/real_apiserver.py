@@ -1142,6 +1142,9 @@ def main() -> int:
         kinds = "KPB"
     kube_scales = {n for n, _ in args.kube_preemption}
     print(f"load before: {os.getloadavg()}", flush=True)
+    # `timeout` and `kill` send SIGTERM: end through the `finally` below, which stops the schedulers and the
+    # control plane (they were left running, a kube-apiserver spinning on its dead etcd at 27 % of a core)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = ControlPlane(args.keep)
     print(f"control plane in {plane.dir}", flush=True)
     results: list[Result] = []
