@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from scheduler.framework.snapshot import BoolArray, IntArray
 from scheduler.framework.status import Status
-from scheduler.preemption import pod_by_pod, ties
+from scheduler.preemption import collector, pod_by_pod, ties
 from scheduler.preemption.decision import (
     SEARCH_PLUGIN,
     Decision,
@@ -246,6 +246,11 @@ class _Context:
 
 def search(inp: SearchInput) -> Decision:
     """Decide which units to preempt for `inp.preemptor`, or say why preemption cannot help."""
+    with collector.paused():
+        return _search(inp)
+
+
+def _search(inp: SearchInput) -> Decision:
     pre = inp.preemptor
     protected = _protected(inp)
     until = min((s.until for s in protected if s.until is not None), default=None)
@@ -261,7 +266,8 @@ def search(inp: SearchInput) -> Decision:
         message = f"no unit has a priority lower than {pre.priority} and may be preempted"
         return _cannot_help(inp, message, protected, until)
     by_unit = np.argsort(inp.pod_unit, kind="stable")
-    bounds = np.searchsorted(inp.pod_unit[by_unit], np.arange(len(inp.units) + 1))
+    bounds = np.zeros(len(inp.units) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(inp.pod_unit, minlength=len(inp.units)), out=bounds[1:])
     shapes = _shapes(pre)
     member_shape = [0] * len(pre.members)
     for index, shape in enumerate(shapes):
@@ -353,6 +359,11 @@ def _domains(ctx: _Context, rows: IntArray) -> list[tuple[IntArray, IntArray]]:
     by_node = rows[np.argsort(inp.pod_node[rows], kind="stable")]
     starts = np.searchsorted(inp.pod_node[by_node], np.arange(nodes + 1))
     return [(np.array([n], dtype=np.int64), by_node[starts[n] : starts[n + 1]]) for n in np.flatnonzero(fits).tolist()]
+
+
+def _local(dom: IntArray, nodes: IntArray, total: int) -> IntArray:
+    """Domain-local indices of these (sorted `dom`'s) nodes; a pod group's domain is every node, itself."""
+    return nodes if len(dom) == total else np.searchsorted(dom, nodes)
 
 
 def _sums(local_nodes: IntArray, requests: IntArray, nodes: int) -> IntArray:
@@ -477,7 +488,7 @@ def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _Domain
     inp = ctx.inp
     pre = inp.preemptor
     rows = dom_rows[np.argsort(ctx.unit_priority[inp.pod_unit[dom_rows]], kind="stable")]
-    local = np.searchsorted(dom, inp.pod_node[rows])
+    local = _local(dom, inp.pod_node[rows], len(inp.node_names))
     free = inp.free[dom]
     shapes = [_Shape(s.members, s.request, s.mask[dom]) for s in ctx.shapes]
     everything = _place(
@@ -613,7 +624,7 @@ def _reprieve(
     bulk_rows = victim_rows[np.isin(inp.pod_unit[victim_rows], bulk)]
     if len(bulk_rows):
         placement.remaining -= _sums(
-            np.searchsorted(dom, inp.pod_node[bulk_rows]), inp.pod_requests[bulk_rows], len(dom)
+            _local(dom, inp.pod_node[bulk_rows], len(inp.node_names)), inp.pod_requests[bulk_rows], len(dom)
         )
     ordered = sorted(on_used.tolist(), key=ctx.importance)
     order = [u for u in ordered if u in violating] + [u for u in ordered if u not in violating]
