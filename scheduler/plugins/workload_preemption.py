@@ -47,6 +47,12 @@ class WorkloadPreemption:
         self.static_filters = static_filters
         self._columns: RunningPods | None = None
 
+    def snapshot_ready(self, snapshot: Snapshot) -> None:
+        """Keep the running-pod columns current every pass (a few changed nodes each), so a decision on a
+        big cluster does not first build them from every pod."""
+        with collector.paused():
+            self._running(snapshot)
+
     def _running(self, snapshot: Snapshot) -> RunningPods:
         """Running pods as columns, updated by the snapshot's difference from the last one seen (a cache
         of derived data, not cycle state: it holds nothing a decision depends on besides the snapshot)."""

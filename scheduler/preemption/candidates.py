@@ -151,34 +151,36 @@ class RunningPods:
         table = snapshot.nodes
         running = snapshot.running
         out = _Rows()
-        for row in changed:
-            pods = running[row]
-            kept = [info for info in pods if info.pod.metadata.deletion_timestamp is None]
-            if len(kept) < len(pods):
-                gone = [info for info in pods if info.pod.metadata.deletion_timestamp is not None]
-                self.freed[row] = sum(table.usage(info.requests) for info in gone)
-            else:
-                self.freed[row] = 0
-            out.infos += kept
-            out.counts.append(len(kept))
+        pods = [info for row in changed for info in running[row]]
+        live = [info.pod.metadata.deletion_timestamp is None for info in pods]
+        self.freed[changed] = 0
+        if all(live):
+            out.infos = pods
+            out.counts = [len(running[row]) for row in changed]
+        else:
+            rows = [row for row in changed for _ in running[row]]
+            for info, row, alive in zip(pods, rows, live, strict=True):
+                if not alive:
+                    self.freed[row] += table.usage(info.requests)
+            out.infos = [info for info, alive in zip(pods, live, strict=True) if alive]
+            counts = dict.fromkeys(changed, 0)
+            for row, alive in zip(rows, live, strict=True):
+                counts[row] += alive
+            out.counts = list(counts.values())
         infos = out.infos
         shapes = self._shapes
-        keys = [tuple(info.requests.items()) for info in infos]
-        out.shape = [shapes.get(key, -1) for key in keys]
-        if -1 in out.shape:
-            for at in [at for at, shape in enumerate(out.shape) if shape < 0]:
-                shape = shapes.get(keys[at])
-                if shape is None:
-                    shape = shapes[keys[at]] = len(self._vectors)
-                    self._vectors.append(table.usage(infos[at].requests))
-                out.shape[at] = shape
+        requests = [tuple(info.requests.items()) for info in infos]
+        for request in set(requests) - shapes.keys():
+            shapes[request] = len(self._vectors)
+            self._vectors.append(table.usage(dict(request)))
+        out.shape = [shapes[request] for request in requests]
         codes = self._codes
         groups = [info.group_key for info in infos]
-        for key in set(groups) - codes.keys():
-            if key is not None:
-                codes[key] = len(self.group_keys)
-                self.group_keys.append(key)
-        out.member = [-1 if key is None else codes[key] for key in groups]
+        for group in set(groups) - codes.keys():
+            if group is not None:
+                codes[group] = len(self.group_keys)
+                self.group_keys.append(group)
+        out.member = [-1 if group is None else codes[group] for group in groups]
         stamps = self._stamps
         times = [info.scheduled_at for info in infos]
         for when in set(times) - stamps.keys():
