@@ -25,6 +25,7 @@ deletes only the member it needs); ties go to the cheaper victims rather than to
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -679,15 +680,20 @@ class _Room:
     `pending` is what the units still to be decided take on each node: a member may only move onto room
     they would leave it (`give_back`). `roomy` is a superset of the nodes with room for some member:
     room only grows on nodes members leave, so `_displace` checks these few rows instead of scanning
-    every node per attempt.
+    every node per attempt. Each unit's pod rows (domain-local node, request) are gathered once for all
+    the units to give back: a gang's reprieval gives back ~320 of them one at a time.
     """
 
     ctx: _Context
     shapes: list[_Shape]
     placement: _Placement
-    node_local: IntArray
     pending: IntArray
     roomy: set[int]
+    spans: dict[int, tuple[int, int]]
+    """Each unit's rows in `local` and `requests`."""
+    local: IntArray
+    local_list: list[int]
+    requests: IntArray
 
     @staticmethod
     def of(ctx: _Context, dom: IntArray, shapes: list[_Shape], placement: _Placement, units: list[int]) -> _Room:
@@ -696,21 +702,17 @@ class _Room:
         node_local = np.full(len(inp.node_names), -1, dtype=np.int64)
         node_local[dom] = np.arange(len(dom))
         rows = np.concatenate([ctx.rows(u) for u in units]) if units else np.zeros(0, dtype=np.int64)
+        at = np.array(units, dtype=np.int64)
+        bounds = [0, *np.cumsum(ctx.unit_bounds[at + 1] - ctx.unit_bounds[at]).tolist()]
+        spans = dict(zip(units, itertools.pairwise(bounds), strict=True))
         local = node_local[inp.pod_node[rows]]
+        requests = inp.pod_requests[rows]
         inside = local >= 0
-        pending = _sums(local[inside], inp.pod_requests[rows[inside]], len(dom))
+        pending = _sums(local[inside], requests[inside], len(dom))
         roomy: set[int] = set()
         for shape in shapes:
             roomy.update(np.flatnonzero(shape.mask & (placement.remaining >= shape.request).all(axis=1)).tolist())
-        return _Room(ctx, shapes, placement, node_local, pending, roomy)
-
-    def _inside(self, unit: int) -> tuple[IntArray, IntArray]:
-        """The unit's pod rows on the domain's nodes, and those nodes (domain-local indices)."""
-        inp = self.ctx.inp
-        rows = self.ctx.rows(unit)
-        nodes = self.node_local[inp.pod_node[rows]]
-        inside = nodes >= 0
-        return rows[inside], nodes[inside]
+        return _Room(ctx, shapes, placement, pending, roomy, spans, local, local.tolist(), requests)
 
     def give_back(self, unit: int, move: bool = False) -> bool:
         """Put the unit back if the members still fit where they are.
@@ -720,26 +722,36 @@ class _Room:
         put a member, nor a more important unit to a less important one. A member only moves onto room
         that the units still to be decided would leave free; room that exists only while they are out
         would keep this unit at the price of several of them (issue 20)."""
-        inp = self.ctx.inp
         remaining = self.placement.remaining
-        rows, nodes = self._inside(unit)
-        requests = inp.pod_requests[rows]
-        if len(nodes) == 1:
-            remaining[nodes[0]] -= requests[0]
-            self.pending[nodes[0]] -= requests[0]
-        else:
-            np.subtract.at(remaining, nodes, requests)
-            np.subtract.at(self.pending, nodes, requests)
-        touched = nodes if len(nodes) == 1 else np.unique(nodes)
-        if (remaining[touched] >= 0).all() or (
-            move
-            and _displace(
-                self.ctx.member_shape, self.shapes, self.placement.assign, remaining, self.pending, touched, self.roomy
-            )
-        ):
+        start, end = self.spans[unit]
+        if end - start == 1:  # one pod: plain row updates
+            node = self.local_list[start]
+            if node < 0:
+                return True
+            request = self.requests[start]
+            row = remaining[node]
+            row -= request
+            self.pending[node] -= request
+            if (row >= 0).all() or (move and self._displace(np.array([node], dtype=np.int64))):
+                return True
+            row += request
+            return False
+        nodes, requests = self.local[start:end], self.requests[start:end]
+        inside = nodes >= 0
+        nodes, requests = nodes[inside], requests[inside]
+        np.subtract.at(remaining, nodes, requests)
+        np.subtract.at(self.pending, nodes, requests)
+        touched = np.unique(nodes)
+        if (remaining[touched] >= 0).all() or (move and self._displace(touched)):
             return True
         np.add.at(remaining, nodes, requests)
         return False
+
+    def _displace(self, touched: IntArray) -> bool:
+        placement = self.placement
+        return _displace(
+            self.ctx.member_shape, self.shapes, placement.assign, placement.remaining, self.pending, touched, self.roomy
+        )
 
 
 def _displace(
