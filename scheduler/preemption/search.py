@@ -509,7 +509,7 @@ def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _Domain
     """
     inp = ctx.inp
     pre = inp.preemptor
-    rows = dom_rows[np.argsort(ctx.unit_priority[inp.pod_unit[dom_rows]], kind="stable")]
+    rows = dom_rows[_by_priority(ctx.unit_priority[inp.pod_unit[dom_rows]])]
     local = _local(dom, inp.pod_node[rows], len(inp.node_names))
     free = inp.free[dom]
     shapes = [_Shape(s.members, s.request, s.mask[dom]) for s in ctx.shapes]
@@ -531,7 +531,7 @@ def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _Domain
         left = np.isin(inp.pod_unit[rows], kept, invert=True)
         rows, local = rows[left], local[left]
     row_priority = ctx.unit_priority[inp.pod_unit[rows]]
-    levels = np.unique(row_priority)
+    levels = row_priority[np.flatnonzero(np.diff(row_priority, prepend=np.iinfo(np.int64).min))]  # sorted already
     ends = np.searchsorted(row_priority, levels, side="right")
     tried: dict[int, _Placement] = {len(levels) - 1: everything}
 
@@ -556,6 +556,22 @@ def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _Domain
     end = int(ends[high]) if high >= 0 else 0
     victim_rows = rows[:end]
     return _reprieve(ctx, dom, shapes, victim_rows, local, chosen, bound_priority, rows, violating, spared)
+
+
+def _by_priority(priority: IntArray) -> IntArray:
+    """A stable argsort of these priorities. When they span a small range (priority classes are few), by
+    their rank among the values present, which numpy sorts by radix: a stable sort of 100,000 int64 keys
+    was ~3 ms of a gang's search."""
+    if len(priority) == 0:
+        return np.zeros(0, dtype=np.int64)
+    low = int(priority.min())
+    offset = priority - low
+    span = int(offset.max()) + 1
+    if span <= 1 << 20:
+        rank = np.cumsum(np.bincount(offset, minlength=span) > 0) - 1
+        if rank[-1] <= np.iinfo(np.uint16).max:
+            return np.argsort(rank[offset].astype(np.uint16), kind="stable")
+    return np.argsort(priority, kind="stable")
 
 
 def _place(
