@@ -780,8 +780,7 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
             f"gone {span(gone, last_created)}, members bound {span(landed, last_created)}; "
         )
     watch.stop()
-    cleanup(plane, namespace)
-    return Result(
+    result = Result(
         "preempt",
         run.name,
         0,
@@ -796,6 +795,9 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         + f"last member created at {last_created_wall:.3f}"
         + ("" if bound else f"; not all bound after {timeout:.0f} s"),
     )
+    print(f"  measured, cleaning up: {asdict(result)}", flush=True)  # 100,000 pods take minutes to delete
+    cleanup(plane, namespace)
+    return result
 
 
 def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs: int, timeout: float) -> Result:
@@ -891,13 +893,12 @@ def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs:
             record = json.loads(line)
             if isinstance(record, dict) and record.get("event") == "preemption decided":
                 decisions[str(record.get("preemptor"))] += 1
-    cleanup(plane, namespace)
     gangs_text = "; ".join(
         f"{name}: decided {fmt(decided, 3)} s, bound {fmt(landed, 3)} s, {taken} victims, "
         f"{decisions.get(f'{namespace}/{name}', 0)} decision(s)"
         for name, decided, landed, taken in per_gang
     )
-    return Result(
+    result = Result(
         "preempt-gangs",
         run.name,
         0,
@@ -911,6 +912,9 @@ def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs:
         note=f"{gangs} gangs of {gang}: {gangs_text}; victims marked by two gangs: {twice}"
         + ("" if bound else f"; not all bound after {timeout:.0f} s"),
     )
+    print(f"  measured, cleaning up: {asdict(result)}", flush=True)
+    cleanup(plane, namespace)
+    return result
 
 
 def explain(plane: ControlPlane, nodes: int, pods: int, runs: int) -> list[Result]:
