@@ -58,8 +58,8 @@ class RunningPods:
     """Every running, non-terminating pod of a snapshot as columns, in node order (row = position in `infos`).
 
     Kept between snapshots and updated by difference (`refresh`): a real cluster's pass sees a few changed
-    nodes among thousands, and rebuilding the columns from every PodInfo cost ~4.5 us a pod, 0.45 s at
-    100,000 pods, on the decision's path (issue 23). A node's pods are compared by identity with the list
+    nodes among thousands, and rebuilding the columns from every PodInfo cost 2.5-4.5 us a pod, 0.25-0.45 s
+    at 100,000 pods, on the decision's path (issue 23). A node's pods are compared by identity with the list
     last seen (PodInfos are replaced when their pod changes); only changed nodes' rows are rebuilt and
     spliced in, so the rows stay in the order a fresh build gives and the search sees the same input.
 
