@@ -161,3 +161,15 @@ def test_gang_waiting_for_its_victims_leaves_the_room_another_gangs_victims_left
         "default/high-0": "n2",
         "default/high-1": "n3",
     }
+
+
+def test_gang_waiting_for_its_victims_keeps_its_own_nodes_against_lower_nominations() -> None:
+    """On the nodes of its own nominations the priorities decide, as upstream: a lower pod nominated there
+    too does not keep the waiting higher gang off them."""
+    nodes = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(3)]
+    high = make_podgroup("high").gang(2).priority(1000).obj()
+    high_members = [make_pod(f"high-{i}").req(cpu="4").group("high").nominated(f"n{i}").obj() for i in range(2)]
+    low = make_pod("low").req(cpu="4").priority(100).nominated("n0").obj()
+    blocker = make_pod("blocker").req(cpu="4").priority(5000).on("n2").obj()
+    outcome = run(*nodes, high, *high_members, low, blocker)
+    assert outcome.bound == {"default/high-0": "n0", "default/high-1": "n1"}
