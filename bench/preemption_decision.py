@@ -2,8 +2,11 @@
 
 Every node runs 10 pods that fill it; node i's pods all have priority class i % 10, so the optimal
 decision evicts 5 pods on each of 64 lowest-class nodes (320 victims), as kube-scheduler 1.36 found
-in 235 s at 500 nodes. Run: `.venv/bin/python bench/preemption_decision.py [--repeat 15]`. `--lone` asks
+in 235 s at 500 nodes. Run: `.venv/bin/python bench/preemption_decision.py [--repeat 101]`. `--lone` asks
 for one member instead (a lone pod, searched node by node as kube-scheduler does: 5 victims).
+
+Wall-clock p99 is the target's figure (issue 23: <= 50 ms at 10,000 nodes); it needs 100 repeats or
+more to mean something, and it counts what the machine's other load and the garbage collector add.
 """
 
 from __future__ import annotations
@@ -55,8 +58,14 @@ def cluster(nodes: int, members: int = GANG) -> SearchInput:
     )
 
 
-def measure(nodes: int, repeat: int, members: int = GANG) -> tuple[float, float, float, int]:
-    """Wall-clock p50/p95 and CPU-time p50 (the latter is what other load on the machine cannot inflate)."""
+def percentile(sorted_times: list[float], q: float) -> float:
+    """The nearest-rank percentile of sorted samples."""
+    return sorted_times[min(len(sorted_times) - 1, round(q * (len(sorted_times) - 1)))]
+
+
+def measure(nodes: int, repeat: int, members: int = GANG) -> tuple[float, float, float, float, float, int]:
+    """Wall-clock p50/p95/p99 and CPU-time p50/p99 (CPU time is what other load on the machine cannot
+    inflate much: a wall p99 on a shared 2-core machine mostly measures the other processes)."""
     inp = cluster(nodes, members)
     times = []
     cpu = []
@@ -70,22 +79,25 @@ def measure(nodes: int, repeat: int, members: int = GANG) -> tuple[float, float,
     assert len(decision.nominations) == members
     assert {v.priority for v in decision.victims} == {0}, "victims must all be of the lowest class"
     times.sort()
-    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-    return statistics.median(times) * 1000, p95 * 1000, statistics.median(cpu) * 1000, len(decision.victims)
+    cpu.sort()
+    p50, p95, p99 = (percentile(times, q) * 1000 for q in (0.5, 0.95, 0.99))
+    return p50, p95, p99, statistics.median(cpu) * 1000, percentile(cpu, 0.99) * 1000, len(decision.victims)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=101)
     parser.add_argument("--nodes", type=int, nargs="*", default=[500, 1000, 5000, 10000])
     parser.add_argument("--lone", action="store_true", help="one lone pod instead of the 64-pod gang")
     args = parser.parse_args()
-    print(f"{'nodes':>6} {'pods':>7} {'victims':>7} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'cpu growth':>10}")
+    header = ("p50 ms", "p95 ms", "p99 ms", "cpu p50", "cpu p99")
+    print(f"{'nodes':>6} {'pods':>7} {'victims':>7} " + " ".join(f"{h:>8}" for h in header) + f" {'cpu growth':>10}")
     previous: tuple[int, float] | None = None
     for nodes in args.nodes:
-        p50, p95, cpu, victims = measure(nodes, args.repeat, 1 if args.lone else GANG)
+        p50, p95, p99, cpu, cpu99, victims = measure(nodes, args.repeat, 1 if args.lone else GANG)
         growth = f"x{cpu / previous[1]:.2f}/x{nodes / previous[0]:.0f}" if previous else "-"
-        print(f"{nodes:>6} {nodes * PODS_PER_NODE:>7} {victims:>7} {p50:>8.1f} {p95:>8.1f} {cpu:>8.1f} {growth:>10}")
+        cells = " ".join(f"{c:>8.1f}" for c in (p50, p95, p99, cpu, cpu99))
+        print(f"{nodes:>6} {nodes * PODS_PER_NODE:>7} {victims:>7} {cells} {growth:>10}")
         previous = (nodes, cpu)
 
 

@@ -1,11 +1,13 @@
 """The same 64-pod-gang decision as `preemption_decision.py`, through the PostFilter plugin.
 
 Measures what the scheduler pays per preemption attempt on a real Snapshot: building the victim
-units and columnar search input from every running pod, static masks, victim filters (toleration,
-min-runtime) and the search. "cold" includes turning the snapshot's running pods into columns
-(once per snapshot state), "warm" is the next attempt on the same snapshot. Times in ms; "cpu" is
-the process's CPU time, which other load on the machine inflates far less than wall time.
-Run: `.venv/bin/python bench/preemption_plugin.py [--repeat 5]`.
+units and columnar search input from the running pods, static masks, victim filters (toleration,
+min-runtime) and the search. "cold" is a fresh plugin, which builds the running-pod columns from every
+PodInfo; "next" is the plugin kept from the attempt before on the next snapshot (built with the same
+cache, as the runner builds it) after `--changed` pods were replaced, so the columns are updated by
+difference; "warm" is the next attempt on the same snapshot. Times in ms; "cpu" is the process's CPU
+time, which other load on the machine inflates far less than wall time.
+Run: `.venv/bin/python bench/preemption_plugin.py [--repeat 5] [--nodes 500 1000 5000 10000]`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import PostFilterPlugin
 from scheduler.framework.pod_info import SchedulingUnit
-from scheduler.framework.snapshot_builder import build_snapshot
+from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.plugins import default_profile
 
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
@@ -82,27 +85,39 @@ def objects(nodes: int) -> ClusterObjects:
     return out
 
 
-def measure(nodes: int, repeat: int) -> tuple[list[float], list[float], list[float], list[float], int]:
-    """Cold: a fresh plugin builds the running-pod columns; warm: the next preemptor on the same snapshot."""
+def measure(nodes: int, repeat: int, changed: int) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """Wall and CPU seconds of each kind of attempt ("cold", "next", "warm"), and the victims of the last."""
     config = SchedulerConfiguration.model_validate({})
-    snapshot = build_snapshot(objects(nodes), NOW, config)
-    members = tuple(sorted((i for i in snapshot.pods.values() if i.group_key == "bench/gang"), key=lambda i: i.key))
-    group = snapshot.groups["bench/gang"]
-    unit = SchedulingUnit("bench/gang", members, group, GANG, members[0].priority, members[0].preemption_policy)
-    cold: list[float] = []
-    warm: list[float] = []
-    cold_cpu: list[float] = []
-    warm_cpu: list[float] = []
+    cluster = objects(nodes)
+    cache = PodInfoCache()
+    snapshot = build_snapshot(cluster, NOW, config, cache)
+    wall: dict[str, list[float]] = {"cold": [], "next": [], "warm": []}
+    cpu: dict[str, list[float]] = {"cold": [], "next": [], "warm": []}
     victims = 0
+    step = 0
+
+    def attempt(kind: str, plugin: PostFilterPlugin) -> None:
+        nonlocal victims
+        members = sorted((i for i in snapshot.pods.values() if i.group_key == "bench/gang"), key=lambda i: i.key)
+        group = snapshot.groups["bench/gang"]
+        unit = SchedulingUnit("bench/gang", tuple(members), group, GANG, members[0].priority, "PreemptLowerPriority")
+        start, start_cpu = time.perf_counter(), time.process_time()
+        result = plugin.post_filter(CycleState(), unit, snapshot, {})
+        wall[kind].append(time.perf_counter() - start)
+        cpu[kind].append(time.process_time() - start_cpu)
+        victims = len(result.victims)
+
     for _ in range(repeat):
         plugin = default_profile(config).post_filters[0]
-        for times, cpu in ((cold, cold_cpu), (warm, warm_cpu)):
-            start, start_cpu = time.perf_counter(), time.process_time()
-            result = plugin.post_filter(CycleState(), unit, snapshot, {})
-            times.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - start_cpu)
-            victims = len(result.victims)
-    return cold, warm, cold_cpu, warm_cpu, victims
+        attempt("cold", plugin)
+        for _ in range(changed):  # a pod replaced by its next version, on a node the decision does not use
+            key = f"bench/p-{nodes - 1 - step % nodes}-{step % PODS_PER_NODE}"
+            cluster.pods[key] = cluster.pods[key].model_copy(update={"metadata": cluster.pods[key].metadata})
+            step += 1
+        snapshot = build_snapshot(cluster, NOW, config, cache)
+        attempt("next", plugin)
+        attempt("warm", plugin)
+    return wall, cpu, victims
 
 
 def percentiles(times: list[float]) -> tuple[float, float]:
@@ -114,14 +129,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--nodes", type=int, nargs="*", default=[500, 1000, 5000])
+    parser.add_argument("--changed", type=int, default=10, help="pods replaced between snapshots ('next')")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    header = ("nodes", "pods", "victims", "cold p50", "cold p95", "cold cpu", "warm p50", "warm p95", "warm cpu")
+    kinds = ("cold", "next", "warm")
+    header = ["nodes", "pods", "victims", *(f"{k} {h}" for k in kinds for h in ("p50", "p95", "cpu"))]
     print(" ".join(f"{h:>9}" for h in header))
     for nodes in args.nodes:
-        cold, warm, cold_cpu, warm_cpu, victims = measure(nodes, args.repeat)
-        (c50, c95), (w50, w95) = percentiles(cold), percentiles(warm)
-        cells = [c50, c95, statistics.median(cold_cpu) * 1000, w50, w95, statistics.median(warm_cpu) * 1000]
+        wall, cpu, victims = measure(nodes, args.repeat, args.changed)
+        cells = [c for k in kinds for c in (*percentiles(wall[k]), statistics.median(cpu[k]) * 1000)]
         print(f"{nodes:>9} {nodes * PODS_PER_NODE:>9} {victims:>9} " + " ".join(f"{c:>9.1f}" for c in cells))
 
 

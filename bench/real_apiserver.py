@@ -36,6 +36,12 @@ Workloads (`--workloads`, default all three):
   table quotes its published figures for the large ones; `--kube-preemption 100:16,500:64,1000:64`
   runs it everywhere (each run is cut at `--kube-preemption-timeout`).
 
+- `preempt-gangs` (issue 23, Phalanx only): `--gangs` gangs (default 4) of GANG members created together
+  at `--gangs-preemption NODES:GANG` (default 1000:64), each at its own priority above the fill, over the
+  same full cluster, so they compete for the same lowest-class nodes. Reported per gang: its decision
+  (first member nominated or victim marked naming it), its members bound, its victims, and its "preemption
+  decided" lines in the scheduler's log (once each); and the victims whose DisruptionTarget messages named
+  two preemptors (none: no victim taken twice).
 - `explain` (issue 22): `kubectl phalanx explain|status` on a cluster of `--nodes` full nodes (32 CPU) and
   `--pods` running pods spread over them (created bound, priority classes fill-0..4 by node, as `preempt`
   fills them), plus pending work and no scheduler running: the 64-pod gang of `preempt` (16 CPU members,
@@ -327,6 +333,8 @@ class PodState:
     marked_at: float | None = None
     nominated_at: float | None = None
     gone_at: float | None = None
+    marked_by: set[str] = field(default_factory=set)
+    """Preemptors named by the DisruptionTarget messages seen (`preempt-gangs`: no victim taken twice)."""
 
 
 class PodWatch:
@@ -418,6 +426,9 @@ class PodWatch:
             )
             if (marked or kind == "DELETED") and state.marked_at is None:
                 state.marked_at = now
+            for c in status.get("conditions", []):
+                if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+                    state.marked_by.add(c.get("message", "").rpartition(" ")[2])
             self.cond.notify_all()
         if kind == "DELETED" or not spec.get("nodeName") or meta["uid"] in self._finishing:
             return
@@ -881,8 +892,7 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
             f"gone {span(gone, last_created)}, members bound {span(landed, last_created)}; "
         )
     watch.stop()
-    cleanup(plane, namespace)
-    return Result(
+    result = Result(
         "preempt",
         run.name,
         0,
@@ -897,6 +907,126 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         + f"last member created at {last_created_wall:.3f}"
         + ("" if bound else f"; not all bound after {timeout:.0f} s"),
     )
+    print(f"  measured, cleaning up: {asdict(result)}", flush=True)  # 100,000 pods take minutes to delete
+    cleanup(plane, namespace)
+    return result
+
+
+def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs: int, timeout: float) -> Result:
+    """`gangs` gangs of `gang` members created together, each at its own priority above the fill, over the
+    same full cluster: they compete for the same lowest-class nodes (issue 23). Phalanx only.
+
+    Checked from the bench's watch and the scheduler's own log: each gang decided once (its "preemption
+    decided" lines), no victim taken twice (the preemptors named by each pod's DisruptionTarget messages),
+    every victim of the lowest class, and every member bound."""
+    api = plane.api
+    namespace = new_namespace(plane, label)
+    cpu_fill = f"{NODE_CPU * 1000 // FILL_PER_NODE}m"
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                f"fill-{n}-{k}",
+                namespace,
+                KUBE_SCHEDULER,
+                cpu_fill,
+                "1Gi",
+                node_name=f"node-{n}",
+                priority_class_name=f"fill-{n % CLASSES}",
+            )
+            for n in range(nodes)
+            for k in range(FILL_PER_NODE)
+        ),
+    )
+    for g in range(gangs):
+        with contextlib.suppress(ApiError):  # kept from an earlier run of this control plane
+            api.request(
+                "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(f"gang-{g}", 100_000 + 1000 * g)
+            )
+    watch = PodWatch(api, namespace, list_version(api, namespace))
+    run = PhalanxRun(plane, label)
+    probe(plane, namespace, run, watch)
+    members = {f"{namespace}/gang-{g}": [f"gang-{g}-{m}" for m in range(gang)] for g in range(gangs)}
+    for g in range(gangs):
+        api.request(
+            "POST",
+            f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
+            {
+                "apiVersion": "scheduling.phalanx.dev/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": f"gang-{g}", "namespace": namespace},
+                "spec": {
+                    "schedulingPolicy": {"gang": {"minCount": gang}},
+                    "priorityClassName": f"gang-{g}",
+                    "priority": 100_000 + 1000 * g,
+                },
+            },
+        )
+    cpu_before = run.cpu()
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                name,
+                namespace,
+                PHALANX_SCHEDULER,
+                "16",
+                "1Gi",
+                priority_class_name=f"gang-{g}",
+                labels={GROUP_LABEL: f"gang-{g}"},
+            )
+            for m in range(gang)  # interleaved: the gangs arrive together
+            for g in range(gangs)
+            for name in [f"gang-{g}-{m}"]
+        ),
+    )
+    last_created = time.perf_counter()
+    everyone = [m for names in members.values() for m in names]
+    bound = watch.wait(lambda: all((s := watch.pods.get(m)) is not None and s.bound_at for m in everyone), timeout)
+    cpu = run.cpu() - cpu_before
+    _, hwm = run.stop()
+    with watch.cond:
+        fill = [s for name, s in watch.pods.items() if name.startswith("fill-")]
+        victims = Counter(f"fill-{s.priority // 1000}" for s in fill if s.marked_at)
+        twice = sum(1 for s in fill if len(s.marked_by) > 1)
+        per_gang = []
+        for key, names in members.items():
+            nominated = [t for m in names if (t := watch.pods[m].nominated_at)]
+            marked = [s.marked_at for s in fill if key in s.marked_by and s.marked_at]
+            decided = min(nominated + marked) - last_created if nominated or marked else None
+            landed = [t for m in names if (t := watch.pods[m].bound_at)]
+            taken = sum(1 for s in fill if key in s.marked_by)
+            per_gang.append((key.rpartition("/")[2], decided, max(landed) - last_created if landed else None, taken))
+        last_bound = max((watch.pods[m].bound_at or 0.0 for m in everyone), default=0.0)
+    watch.stop()
+    decisions: Counter[str] = Counter()
+    for line in Path(run.log.name).read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") == "preemption decided":
+                decisions[str(record.get("preemptor"))] += 1
+    gangs_text = "; ".join(
+        f"{name}: decided {fmt(decided, 3)} s, bound {fmt(landed, 3)} s, {taken} victims, "
+        f"{decisions.get(f'{namespace}/{name}', 0)} decision(s)"
+        for name, decided, landed, taken in per_gang
+    )
+    result = Result(
+        "preempt-gangs",
+        run.name,
+        0,
+        nodes,
+        gang * gangs,
+        decision_seconds=max((d for _, d, _, _ in per_gang if d is not None), default=None),
+        bound_seconds=last_bound - last_created if bound else None,
+        cpu_seconds=cpu,
+        hwm_mib=hwm,
+        victims=dict(sorted(victims.items())),
+        note=f"{gangs} gangs of {gang}: {gangs_text}; victims marked by two gangs: {twice}"
+        + ("" if bound else f"; not all bound after {timeout:.0f} s"),
+    )
+    print(f"  measured, cleaning up: {asdict(result)}", flush=True)
+    cleanup(plane, namespace)
+    return result
 
 
 def explain(plane: ControlPlane, nodes: int, pods: int, runs: int) -> list[Result]:
@@ -1034,7 +1164,7 @@ def report(results: list[Result]) -> None:
         if r.workload.startswith("explain"):
             each = ", ".join(f"{t:.2f}" for t in r.runs)
             line += f" median {fmt(r.seconds, 2)} s of {each}; CPU of the last run {fmt(r.cpu_seconds, 2)} s"
-        elif r.workload == "preempt":
+        elif r.workload.startswith("preempt"):
             line += (
                 f" decision {fmt(r.decision_seconds, 3)} s, all bound {fmt(r.bound_seconds, 3)} s, victims {r.victims}"
             )
@@ -1117,6 +1247,8 @@ def main() -> int:
         help="NODES:GANG scales kube-scheduler runs too ('' for none)",
     )
     parser.add_argument("--kube-preemption-timeout", type=float, default=300.0, help="seconds per kube-scheduler run")
+    parser.add_argument("--gangs-preemption", type=scales, default="1000:64", help="`preempt-gangs`: NODES:GANG scales")
+    parser.add_argument("--gangs", type=int, default=4, help="`preempt-gangs`: gangs created together")
     parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
@@ -1169,6 +1301,11 @@ def main() -> int:
                         preempt(plane, kind, f"preempt-{nodes}-{kind.lower()}{r}", nodes, gang, timeout),
                         r // len(kinds),
                     )
+        if "preempt-gangs" in workloads:
+            for nodes, gang in args.gangs_preemption:
+                plane.ensure_nodes(nodes)
+                label = f"preempt-gangs-{nodes}"
+                record(preempt_gangs(plane, label, nodes, gang, args.gangs, 180.0), 0)
         plane.ensure_nodes(args.nodes)
         if "explain" in workloads:
             for result in explain(plane, args.nodes, args.pods, args.explain_runs):

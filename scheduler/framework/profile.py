@@ -12,6 +12,7 @@ from scheduler.framework.interfaces import (
     PreEnqueuePlugin,
     ScenarioValidator,
     ScorePlugin,
+    SnapshotHook,
     VictimFilter,
 )
 
@@ -29,3 +30,4 @@ class Profile:
     victim_filters: Sequence[VictimFilter] = ()
     scenario_validators: Sequence[ScenarioValidator] = ()
     configuration_checks: Sequence[ConfigurationCheck] = ()
+    snapshot_hooks: Sequence[SnapshotHook] = ()

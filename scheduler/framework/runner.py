@@ -175,6 +175,7 @@ class Scheduler:
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
             self._check_interrupted()
         self._report_warnings(snapshot, report)
+        self._snapshot_ready(snapshot)
         pending = self._pending_pods(snapshot)
         self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
         held: dict[str, str] = {}
@@ -255,6 +256,14 @@ class Scheduler:
         """After each snapshot and before each unit, the moments a pass can end without leaving a unit half done."""
         if self.interrupted():
             raise PassAborted("interrupted")
+
+    def _snapshot_ready(self, snapshot: Snapshot) -> None:
+        """Let plugins bring their caches up to this snapshot; a failing one is logged and left behind."""
+        for hook in self.profile.snapshot_hooks:
+            try:
+                hook.snapshot_ready(snapshot)
+            except Exception as err:  # a plugin bug must not stop the pass: its cache is rebuilt when used
+                log.error("snapshot hook failed", plugin=hook.name, error=repr(err))
 
     def _report_warnings(self, snapshot: Snapshot, report: PassReport) -> None:
         """Report each new finding of the configuration checks: a Warning Event (when there is an object) and a log."""

@@ -89,24 +89,41 @@ class Snapshot:
     static_masks: dict[object, object] = field(default_factory=dict)
     """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
 
-    def holds_room(self, pod: PodInfo, unit: SchedulingUnit) -> bool:
+    def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
         unit (the runner) and for finding it victims (`preemption.candidates`).
 
         As kube-scheduler's `addGENominatedPods`: a pod nominated to a node keeps its room there against
         pods of lower or equal priority. Not against its own unit (a member of the group, or the pod
         itself), and not once this pass placed it: it then counts on that node as placed already.
+        With `elsewhere` (the nodes of a unit's own nominations, `held_against`), it also holds whatever the
+        priorities when it is nominated to a node not among them.
         """
         return (
-            pod.priority >= unit.priority
+            (
+                pod.priority >= unit.priority
+                or (elsewhere is not None and pod.pod.status.nominated_node_name not in elsewhere)
+            )
             and pod.key != unit.key
             and pod.group_key != unit.key
             and getattr(self.pods.get(pod.key), "node_name", None) is None
         )
 
     def held_against(self, unit: SchedulingUnit) -> list[PodInfo]:
-        """The nominated pods that hold room against `unit` (`holds_room`)."""
-        return [p for p in self.nominated if self.holds_room(p, unit)]
+        """The nominated pods that hold room against `unit` (`holds_room`).
+
+        A unit with nominations of its own is waiting for its own victims to go: every other unit's
+        nomination to another node holds against it, whatever the priorities. Otherwise a higher-priority
+        gang whose victims are still terminating takes the room a lower-priority gang's victims already
+        left, and that gang decides again, on other victims or on the first gang's (4 gangs preempting at
+        once, issue 23). On its own nominated nodes the priorities decide, as upstream. Nominations that
+        can no longer be met are cleared by the unit's next preemption attempt.
+        """
+        index = self.nodes.index
+        own = frozenset(
+            name for m in unit.members if (name := m.pod.status.nominated_node_name) is not None and name in index
+        )
+        return [p for p in self.nominated if self.holds_room(p, unit, own or None)]
 
     def assume(self, pod: PodInfo, node: int) -> PodInfo:
         """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`).

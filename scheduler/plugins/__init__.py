@@ -29,13 +29,15 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
     statics = static_filters()
     victim_filters = (PreemptionToleration(), MinRuntime())
     validators = (ElasticMinRuntime(),)
+    preemption = WorkloadPreemption(statics, victim_filters, validators)
     return Profile(
         pre_enqueue=(GangReadiness(), SchedulingGates()),
         static_filters=statics,
         filters=(NodeResourcesFit(),),
         scores=(NodeResourcesAllocated(config.scoring_strategy),),
-        post_filters=(WorkloadPreemption(statics, victim_filters, validators),),
+        post_filters=(preemption,),
         victim_filters=victim_filters,
         scenario_validators=validators,
         configuration_checks=victim_filters,
+        snapshot_hooks=(preemption,),
     )

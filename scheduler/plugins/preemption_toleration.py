@@ -152,6 +152,12 @@ def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
     seen: set[str] = set()
     classes = snapshot.priority_classes
     groups = snapshot.groups
+    # Every pass asks: one set of the names in use answers "none missing" without the loop below (a member's
+    # PodInfo carries its group's class; every group's counts too), ~3x cheaper at 100,000 pods (issue 23).
+    names = {info.priority_class_name for info in snapshot.pods.values() if info.node_name is not None}
+    names.update(group.spec.priority_class_name for group in groups.values())
+    if all(not name or name in classes for name in names):
+        return found
     for info in snapshot.pods.values():
         if info.node_name is None:
             continue

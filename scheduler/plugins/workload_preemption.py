@@ -20,7 +20,8 @@ from scheduler.framework.interfaces import FilterPlugin, PostFilterResult, Scena
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status, unschedulable
-from scheduler.preemption.candidates import RunningPods, build_candidates, is_terminating, version
+from scheduler.preemption import collector
+from scheduler.preemption.candidates import RunningPods, build_candidates, is_terminating
 from scheduler.preemption.decision import Outcome, SpareReason
 
 log = structlog.get_logger(__name__)
@@ -46,15 +47,25 @@ class WorkloadPreemption:
         self.static_filters = static_filters
         self._columns: RunningPods | None = None
 
+    def snapshot_ready(self, snapshot: Snapshot) -> None:
+        """Keep the running-pod columns current every pass (a few changed nodes each), so a decision on a
+        big cluster does not first build them from every pod."""
+        with collector.paused():
+            self._running(snapshot)
+
     def _running(self, snapshot: Snapshot) -> RunningPods:
-        """Running pods as columns, rebuilt only when the snapshot changed (a cache, not cycle state)."""
-        if self._columns is None or self._columns.version != version(snapshot):
-            self._columns = RunningPods.of(snapshot)
+        """Running pods as columns, updated by the snapshot's difference from the last one seen (a cache
+        of derived data, not cycle state: it holds nothing a decision depends on besides the snapshot)."""
+        self._columns = RunningPods.of(snapshot) if self._columns is None else self._columns.refresh(snapshot)
         return self._columns
 
     def post_filter(
         self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
     ) -> PostFilterResult:
+        with collector.paused():
+            return self._post_filter(state, unit, snapshot)
+
+    def _post_filter(self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot) -> PostFilterResult:
         min_count = self._still_needed(unit, snapshot)
         waiting = self._waiting_for_victims(unit, snapshot, min_count)
         if waiting is not None:

@@ -281,20 +281,21 @@ def fewest_pods(
     positive = np.flatnonzero(request > 0)
     room = free + _sums(node, requests, nodes)
     copies = int(((room[:, positive] // request[positive]).min(axis=1) * mask).max(initial=0))
-    width = int(np.bincount(node, minlength=nodes).max())
+    per_node = np.bincount(node, minlength=nodes)
+    width = int(per_node.max())
     never = width + 1
+    starts = np.cumsum(per_node) - per_node
     needed = np.zeros((min(copies, members) + 1, nodes), dtype=np.int64)
     for resource in positive.tolist():
         order = np.lexsort((-requests[:, resource], node))
-        starts = np.searchsorted(node[order], np.arange(nodes))
         column = np.arange(len(order)) - starts[node[order]]
         sizes = np.zeros((nodes, width), dtype=np.int64)
         sizes[node[order], column] = requests[order, resource]
         freed = np.concatenate([np.zeros((nodes, 1), dtype=np.int64), np.cumsum(sizes, axis=1)], axis=1)
         for copy in range(1, len(needed)):
             deficit = copy * request[resource] - free[:, resource]
-            enough = freed >= deficit[:, None]
-            count = np.where(enough.any(axis=1), enough.argmax(axis=1), never)
+            # `freed` rises along each row: the pods needed are the steps still short (never: all of them).
+            count = (freed < deficit[:, None]).sum(axis=1)
             needed[copy] = np.maximum(needed[copy], count)
     steps = np.where(needed[1:] >= never, never, np.diff(needed, axis=0))[:, mask].ravel()
     return int(np.sort(steps)[:members].sum())

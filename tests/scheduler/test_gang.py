@@ -142,3 +142,34 @@ def test_group_start_is_stamped_once_it_runs() -> None:
     outcome = run(*nodes, make_podgroup("train").gang(2).obj(), *members(2))
     group = outcome.objects.pod_groups["default/train"]
     assert group.metadata.annotations["scheduling.phalanx.dev/last-start-timestamp"] == "2026-01-01T00:00:00Z"
+
+
+def test_gang_waiting_for_its_victims_leaves_the_room_another_gangs_victims_left() -> None:
+    """Two gangs preempted at once: the low one's victims are gone, the high one's still terminating. The high
+    gang waits for its own nodes instead of taking the low gang's, which would make the low gang decide again
+    (4 gangs preempting at once on the real server, issue 23)."""
+    nodes = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(4)]
+    low = make_podgroup("low").gang(2).priority(100).obj()
+    high = make_podgroup("high").gang(2).priority(1000).obj()
+    low_members = [make_pod(f"low-{i}").req(cpu="4").group("low").nominated(f"n{i}").obj() for i in range(2)]
+    high_members = [make_pod(f"high-{i}").req(cpu="4").group("high").nominated(f"n{i + 2}").obj() for i in range(2)]
+    victims = [make_pod(f"v{i}").req(cpu="4").priority(0).on(f"n{i + 2}").terminating(grace=30).obj() for i in range(2)]
+    outcome = run(*nodes, low, high, *low_members, *high_members, *victims)
+    assert outcome.bound == {
+        "default/low-0": "n0",
+        "default/low-1": "n1",
+        "default/high-0": "n2",
+        "default/high-1": "n3",
+    }
+
+
+def test_gang_waiting_for_its_victims_keeps_its_own_nodes_against_lower_nominations() -> None:
+    """On the nodes of its own nominations the priorities decide, as upstream: a lower pod nominated there
+    too does not keep the waiting higher gang off them."""
+    nodes = [make_node(f"n{i}").cap(cpu="4").obj() for i in range(3)]
+    high = make_podgroup("high").gang(2).priority(1000).obj()
+    high_members = [make_pod(f"high-{i}").req(cpu="4").group("high").nominated(f"n{i}").obj() for i in range(2)]
+    low = make_pod("low").req(cpu="4").priority(100).nominated("n0").obj()
+    blocker = make_pod("blocker").req(cpu="4").priority(5000).on("n2").obj()
+    outcome = run(*nodes, high, *high_members, low, blocker)
+    assert outcome.bound == {"default/high-0": "n0", "default/high-1": "n1"}
