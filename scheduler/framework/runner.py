@@ -28,9 +28,8 @@ fixing it by hand would expect.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -51,6 +50,7 @@ from scheduler.framework.cluster import (
 )
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
+from scheduler.framework.hints import Sighting
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
 from scheduler.framework.ledger import Refusal
 from scheduler.framework.placement import PlacementMemo
@@ -127,6 +127,10 @@ class PassReport:
     """Units tried again whose reason did not change (said once, counted here), by reason."""
     attempts: dict[str, Attempt] = field(default_factory=dict)
     """Each unit tried in the pass, in the order tried, and how its placement went (what `explain` shows)."""
+    retries: Counter[str] = field(default_factory=Counter)
+    """Parked units tried again, by the event that woke each (`framework/hints.py`; `timer`, `refused`)."""
+    retries_avoided: int = 0
+    """Parked units not tried again, no event since could help them, that the old rule would have retried."""
 
 
 class Scheduler:
@@ -182,7 +186,10 @@ class Scheduler:
         placed: set[str] = set()
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
-        for unit in self.queue.pop_order(units, now, fingerprint(snapshot, placed)):
+        self.queue.sight(Sighting.of(snapshot))
+        order = self.queue.pop_order(units, now)
+        report.retries, report.retries_avoided = self.queue.retries, self.queue.avoided
+        for unit in order:
             self._check_interrupted()
             report.units_tried += 1
             tried.add(unit.key)
@@ -192,7 +199,8 @@ class Scheduler:
                 raise
             except Exception as err:  # a refused write, or a bug, fails this unit only (invariant 7)
                 self._unit_failed(unit, err, snapshot.now, report, placed)
-        self.queue.settle(fingerprint(snapshot, placed))
+        placed_infos = [snapshot.pods[key] for key in placed]
+        self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried)
         self._summarise(pending, held, placed, snapshot, report)
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
@@ -587,7 +595,7 @@ class Scheduler:
         if any(s.code == Code.ERROR for s in statuses.values()):
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)
             until = retry if until is None else min(until, retry)
-        self.queue.failed(unit, snapshot.now, fingerprint(snapshot, placed), until, backoff=not preempting)
+        self.queue.failed(unit, snapshot.now, until, backoff=not preempting)
         suffix = f" {' '.join(notes)}" if notes else ""
         for member in unit.members:
             if member.key in failures:
@@ -624,15 +632,3 @@ def warning_key(warning: ConfigurationWarning) -> WarningKey:
         return "", "", "", warning.reason, warning.note, warning.version or ""
     uid = getattr(getattr(obj, "metadata", None), "uid", None) or ""
     return str(getattr(obj, "kind", "")), object_key(obj), uid, warning.reason, warning.note, warning.version or ""
-
-
-def fingerprint(snapshot: Snapshot, placed: set[str] | Sequence[str] = ()) -> int:
-    """A digest of what can make a parked unit fit: nodes, what is placed where, who holds nominations."""
-    digest = hashlib.blake2b(digest_size=8)
-    digest.update(repr(snapshot.nodes.names).encode())
-    digest.update(repr([n.metadata.resource_version or id(n) for n in snapshot.nodes.nodes]).encode())
-    digest.update(snapshot.nodes.requested.tobytes())
-    nominated = sorted(p.key for p in snapshot.nominated if p.key not in placed)
-    digest.update(repr(nominated).encode())
-    digest.update(repr(sorted(snapshot.groups)).encode())
-    return int.from_bytes(digest.digest(), "big")
