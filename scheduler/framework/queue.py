@@ -42,8 +42,9 @@ class _Parked:
     epoch: int = 0
     """The old rule: the cluster's change count when the unit was parked (or the old rule last retried it)."""
     old_attempts: int = 0
-    old_failed_at: datetime | None = None
-    """The old rule's retries of the unit, to count those the hints avoided: as if each had failed again."""
+    old_due: datetime | None = None
+    """The old rule's retries of the unit, and when its backoff ends, to count the retries the hints avoided: as if
+    each had failed again."""
     refused: bool = False
 
 
@@ -149,7 +150,7 @@ class SchedulingQueue:
         parked = self._parked.get(unit.key)
         if parked is None:
             return True
-        if parked.woken_by is None and parked.members is not unit.members:
+        if parked.woken_by is None and parked.members != unit.members:  # the same PodInfos compare at C speed
             if unchanged_pods(parked.members, unit.members):
                 parked.members = unit.members
             else:
@@ -165,12 +166,14 @@ class SchedulingQueue:
             self.retries[event] += 1
             return True
         if parked.epoch != self._epoch and not parked.refused:
-            old_failed_at = parked.old_failed_at or parked.failed_at
-            if now >= old_failed_at + self._seconds(parked.old_attempts or parked.attempts):
+            if parked.old_due is None:
+                parked.old_attempts = parked.attempts
+                parked.old_due = self._backoff_until(parked)
+            if now >= parked.old_due:
                 self.avoided += 1
                 parked.epoch = self._epoch
-                parked.old_attempts = (parked.old_attempts or parked.attempts) + 1
-                parked.old_failed_at = now
+                parked.old_attempts += 1
+                parked.old_due = now + self._seconds(parked.old_attempts)
         return False
 
     def failed(self, unit: SchedulingUnit, now: datetime, until: datetime | None, backoff: bool = True) -> None:

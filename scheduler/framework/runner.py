@@ -109,6 +109,30 @@ class Attempt:
 
 
 @dataclass(slots=True)
+class Admission:
+    """A pending pod's PreEnqueue answer and what it was given for: the pod (its PodInfo), its PodGroup and how
+    many members existed. PreEnqueue plugins read nothing else, as kube-scheduler runs them only when a pod is
+    added or updated. `said`: the pod's PodScheduled condition already says it."""
+
+    info: PodInfo
+    group: PodGroup | None
+    members: int
+    reason: str | None
+    """The `PodScheduled=False` reason of a pod held back (`PENDING_REASONS`); None for one admitted."""
+    message: str
+    said: bool = False
+    unit: SchedulingUnit | None = None
+    """A lone pod's unit, built once: the queue then knows it unchanged by identity."""
+
+    @classmethod
+    def of(cls, info: PodInfo, group: PodGroup | None, members: int, status: Status) -> Admission:
+        if status.is_success:
+            return cls(info, group, members, None, "")
+        reason = "SchedulerError" if status.code == Code.ERROR else PENDING_REASONS.get(status.plugin, "Unschedulable")
+        return cls(info, group, members, reason, status.message())
+
+
+@dataclass(slots=True)
 class PassReport:
     """What one `schedule_pending` pass did; `pending` covers the pods it looked at."""
 
@@ -159,6 +183,12 @@ class Scheduler:
         """Per configuration check, the findings of its last answer: those are not reported again."""
         self.reasons = ReasonBook()
         """What each pending unit was last told: a reason is said (logged, written, evented) when it changes."""
+        self._pods: dict[str, tuple[PodInfo, bool, bool]] = {}
+        """Each pod without a node at the last pass: its PodInfo, whether it is ours to schedule, whether it carries
+        our gate; read again only for a changed pod."""
+        self._admitted: dict[str, Admission] = {}
+        """Each pending pod's last PreEnqueue answer, kept while the pod, its PodGroup and the group's member count
+        stay as they were: 12,000 pending pods took 0.2 s a pass to admit again (issue 23)."""
 
     def is_ours(self, pod: Pod) -> bool:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
@@ -175,11 +205,12 @@ class Scheduler:
         self._take_refusals(objects, now)
         snapshot = build_snapshot(objects, now, self.config, self._cache)
         self._check_interrupted()
-        if self._remove_gang_gates(snapshot):
+        pending, gated = self._pending_pods(snapshot)
+        if self._remove_gang_gates(snapshot, gated):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
             self._check_interrupted()
+            pending, _ = self._pending_pods(snapshot)
         self._report_warnings(snapshot, report)
-        pending = self._pending_pods(snapshot)
         self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
         held: dict[str, str] = {}
         units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
@@ -249,13 +280,16 @@ class Scheduler:
         """What is still pending after the pass: each unit's reason, and the pods by state."""
         nominated = {p.key for p in snapshot.nominated}
         units: set[str] = set()
+        states: Counter[str | None] = Counter()
+        pool = self.queue.pool
         for info in pending:
             if info.key in placed:
                 continue
             unit = info.group_key or info.key
             units.add(unit)
-            state = held.get(info.key) or ("nominated" if info.key in nominated else self.queue.pool(unit))
-            report.pods[state or "active"] += 1
+            states[held.get(info.key) or ("nominated" if info.key in nominated else pool(unit))] += 1
+        for state, count in states.items():
+            report.pods[state or "active"] += count
         self.reasons.keep(units)
         report.reasons = dict(self.reasons.current)
 
@@ -352,20 +386,34 @@ class Scheduler:
         reason = UnitReason(PendingReason.SCHEDULER_ERROR, message, queue)
         self._tell(unit.key, unit.group, reason, report, event=False)  # its Warning Event is above, on every failure
 
-    def _pending_pods(self, snapshot: Snapshot) -> list[PodInfo]:
-        return [
-            info
-            for info in snapshot.pods.values()
-            if info.node_name is None and info.pod.metadata.deletion_timestamp is None and self.is_ours(info.pod)
-        ]
+    def _pending_pods(self, snapshot: Snapshot) -> tuple[list[PodInfo], list[PodInfo]]:
+        """The pods this scheduler has to place, and those of them that carry our gate."""
+        known, fresh = self._pods, {}
+        gate = self.config.gate_name
+        pending: list[PodInfo] = []
+        gated: list[PodInfo] = []
+        for key, info in snapshot.pods.items():
+            if info.node_name is not None:
+                continue
+            facts = known.get(key)
+            if facts is None or facts[0] is not info:
+                pod = info.pod
+                ours = pod.metadata.deletion_timestamp is None and self.is_ours(pod)
+                facts = (info, ours, any(g.name == gate for g in pod.spec.scheduling_gates))
+            fresh[key] = facts
+            if facts[1]:
+                pending.append(info)
+                if facts[2]:
+                    gated.append(info)
+        self._pods = fresh
+        return pending, gated
 
-    def _remove_gang_gates(self, snapshot: Snapshot) -> bool:
-        """Remove our gate from every member of a ready gang (and from lone pods); never a foreign one."""
+    def _remove_gang_gates(self, snapshot: Snapshot, gated: list[PodInfo]) -> bool:
+        """Remove our gate from every member of a ready gang (and from lone pods) of the pending pods that carry it;
+        never a foreign one."""
         gate = self.config.gate_name
         removed = False
-        for info in self._pending_pods(snapshot):
-            if not any(g.name == gate for g in info.pod.spec.scheduling_gates):
-                continue
+        for info in gated:
             if self.queue.backing_off(info.group_key or info.key, snapshot.now):
                 continue  # a refused write: its gates stay until the backoff is over
             if info.group_key is not None:
@@ -404,25 +452,32 @@ class Scheduler:
         lone: list[SchedulingUnit] = []
         grouped: dict[str, list[PodInfo]] = {}
         self.queue.gated.clear()
+        admitted: dict[str, Admission] = {}
         for info in pending:
             if (info.group_key or info.key) in preempting:
                 self.queue.gated.add(info.key)
                 held[info.key] = "nominated"
                 continue
-            status = self._pre_enqueue(info, snapshot)
-            if not status.is_success:
+            pod_group = snapshot.groups.get(info.group_key) if info.group_key is not None else None
+            count = len(snapshot.members.get(info.group_key, ())) if info.group_key is not None else 0
+            known = self._admitted.get(info.key)
+            if known is None or known.info is not info or known.group is not pod_group or known.members != count:
+                known = Admission.of(info, pod_group, count, self._pre_enqueue(info, snapshot))
+            admitted[info.key] = known
+            if known.reason is not None:
                 self.queue.gated.add(info.key)
-                reason = (
-                    "SchedulerError"
-                    if status.code == Code.ERROR
-                    else PENDING_REASONS.get(status.plugin, "Unschedulable")
-                )
-                held[info.key] = HELD.get(reason, "gated")
-                self._pending(info, reason, status.message(), report)
+                held[info.key] = HELD.get(known.reason, "gated")
+                if known.said:
+                    report.pending.append(Pending(info.key, known.reason, known.message))
+                else:
+                    known.said = self._pending(info, known.reason, known.message, report)
             elif info.group_key is None:
-                lone.append(SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy))
+                if known.unit is None:
+                    known.unit = SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy)
+                lone.append(known.unit)
             else:
                 grouped.setdefault(info.group_key, []).append(info)
+        self._admitted = admitted
         for key, members in grouped.items():
             group = snapshot.groups[key]
             ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
@@ -611,15 +666,17 @@ class Scheduler:
             code = PendingReason.UNSCHEDULABLE
         return UnitReason(code, first.message() + suffix, unit_queue(unit.group, unit.members) or "")
 
-    def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> None:
+    def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> bool:
+        """Report the pod pending, and write its PodScheduled condition if it says otherwise; whether it said so."""
         report.pending.append(Pending(info.key, reason, message))
         current = info.pod.condition("PodScheduled")
         if current is not None and current.reason == reason and current.message == message:
-            return
+            return True
         condition = Condition(
             type="PodScheduled", status="False", reason=reason, message=message, last_transition_time=self.cluster.now()
         )
         self.cluster.set_pod_condition(info.pod, condition)
+        return False
 
 
 WarningKey = tuple[str, str, str, str, str, str]
