@@ -672,6 +672,7 @@ BACKLOG_PODS = 10_000
 BACKLOG_GANGS = 1_000
 BACKLOG_GANG_MIN, BACKLOG_GANG_MEMBERS = 4, 2
 RETRIES_AVOIDED = "phalanx_scheduler_queue_retries_avoided_total"
+RETRIES = "phalanx_scheduler_queue_retries_total{"
 
 
 def scrape(log: Path, name: str) -> float | None:
@@ -743,7 +744,15 @@ def backlog(
     watch = PodWatch(api, namespace, list_version(api, namespace), start_pods=True)
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch, timeout=900)
+    idle = time.perf_counter()
+    while time.perf_counter() - idle < 300:  # the backlog's own writes (12,000 PodScheduled) are sent: it is idle
+        cpu = run.cpu()
+        time.sleep(1.0)
+        if run.cpu() - cpu < 0.05:
+            break
+    idle = time.perf_counter() - idle
     avoided_before = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
+    retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     cpu_before = run.cpu()
     started = time.perf_counter()
     api.create_many(
@@ -755,14 +764,17 @@ def backlog(
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
     avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
+    retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     _, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
     api.request("DELETE", group_path.format(ns=namespace))
     seconds = end - started
-    note = f"created in {created:.1f} s ({pods / created:.0f}/s)" + ("" if done else f"; only {watch.bound} bound")
+    note = f"idle after {idle:.0f} s; created in {created:.1f} s ({pods / created:.0f}/s)"
+    note += "" if done else f"; only {watch.bound} bound"
     if avoided is not None:
         note += f"; retries avoided {avoided - (avoided_before or 0):,.0f} while streaming, {avoided:,.0f} in all"
+        note += f"; retried {(retried or 0) - (retried_before or 0):,.0f} while streaming"
     return Result(
         "backlog",
         run.name,
