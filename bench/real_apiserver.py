@@ -7,7 +7,7 @@ kubeconfig, alternating K P P K (`--rounds 2`, the default) so slow drift of the
 Each scheduler process is started for one run and stopped after it; its CPU (user + system) comes
 from /proc/<pid>/stat and its peak RSS from VmHWM in /proc/<pid>/status.
 
-Workloads (`--workloads`, default all three):
+Workloads (`--workloads`, default preempt, drain and stream):
 
 - `drain`: `--pods` pending pods of 100m / 128Mi on `--nodes` nodes of 32 CPU; the scheduler starts
   after every pod exists. pods/s = pods / (scheduler start -> last Binding seen by the bench's watch);
@@ -16,6 +16,13 @@ Workloads (`--workloads`, default all three):
   creates `--pods` pods with 8 client threads. pods/s = pods / (first create -> last Binding seen).
   In both, the bench plays the nodes' kubelets: each bound pod becomes Running and Ready (one status
   patch, as `../shared/kube/kubelet.py` sends), so both schedulers see a real cluster's status churn.
+- `backlog` (issue 23): `stream` with a backlog that never fits. Before the scheduler starts, 10,000 pods of
+  100 CPU (no node has more than 32) and 1,000 gangs of minCount 4 with 2 members each exist (`--backlog
+  PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
+  as in `preempt`). Once the probe is bound and the scheduler idle (under 0.05 CPU-s in a second: the
+  backlog was tried once and its PodScheduled writes are sent), `--pods` pods stream in as in `stream`. For
+  Phalanx the note gives the retries made and avoided while streaming, read from its /metrics (the port
+  its log announces).
 - `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
