@@ -144,7 +144,22 @@ class SchedulingQueue:
         live = {u.key for u in units}
         for key in [k for k in self._parked if k not in live]:
             self._drop(key)
-        return sorted((u for u in units if self._ready(u, now)), key=unit_order)
+        parked_of, epoch = self._parked.get, self._epoch
+        ready: list[SchedulingUnit] = []
+        for unit in units:
+            parked = parked_of(unit.key)
+            if (  # asleep, the same pods (a lone pod's unit is kept), nothing the old rule would count: skip at once
+                parked is not None
+                and parked.woken_by is None
+                and parked.until is None
+                and parked.backoff
+                and parked.members is unit.members
+                and (parked.epoch == epoch or (parked.old_due is not None and now < parked.old_due))
+            ):
+                continue
+            if self._ready(unit, now):
+                ready.append(unit)
+        return sorted(ready, key=unit_order)
 
     def _ready(self, unit: SchedulingUnit, now: datetime) -> bool:
         parked = self._parked.get(unit.key)
@@ -247,7 +262,7 @@ class SchedulingQueue:
         parked = self._parked.get(key)
         if parked is None:
             return None
-        return "backoff" if self._backing_off(parked) else "unschedulable"
+        return "backoff" if parked.refused or parked.woken_by is not None else "unschedulable"
 
     @staticmethod
     def _backing_off(parked: _Parked) -> bool:
