@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -133,3 +134,55 @@ def test_bindings_at_the_units_priority_or_above_wake_nothing() -> None:
     side.step()
     assert side.report.retries == {"node": 10}
     assert len(side.report.bindings) == 10
+
+
+def _replace_node(cluster: MemoryCluster) -> None:
+    cluster.create(make_node("n0").cap(cpu="8").obj())
+
+
+EVENTS = [
+    pytest.param(
+        [make_node("n0").cap(cpu="8").unschedulable().obj(), make_pod("u").req(cpu="2").obj()],
+        _replace_node,
+        "node",
+        id="an uncordoned node wakes the unit",
+    ),
+    pytest.param(
+        [make_pod("old").req(cpu="6").on("n0", NOW).obj(), make_pod("u").req(cpu="4").obj()],
+        lambda cluster: cluster.delete_pod(cluster.objects().pods["default/old"], 0),
+        "room",
+        id="a deleted pod frees room",
+    ),
+    pytest.param(
+        [
+            make_podgroup("g").gang(2).obj(),
+            make_pod("g-0").req(cpu="6").group("g").obj(),
+            make_pod("g-1").req(cpu="6").group("g").obj(),
+        ],
+        lambda cluster: cluster.create(make_pod("g-2").req(cpu="2").group("g").obj()),
+        "pod",
+        id="a smaller late member lets the gang fit",
+    ),
+    pytest.param(
+        [
+            make_pod("other").req(cpu="6").priority(100).nominated("n0").scheduler("another-scheduler").obj(),
+            make_pod("u").req(cpu="4").preempt_never().obj(),
+        ],
+        lambda cluster: cluster.delete_pod(cluster.objects().pods["default/other"], 0),
+        "nomination",
+        id="a nomination dropped gives back the room it held",
+    ),
+]
+
+
+@pytest.mark.parametrize(("objects", "change", "want_event"), EVENTS)
+def test_an_event_that_can_help_wakes_the_unit(objects: list[Any], change: Any, want_event: str) -> None:
+    side = Side(eager=False)
+    for obj in objects:
+        side.cluster.create(obj)
+    side.step()
+    assert side.report.retries == {} and not side.report.bindings
+    change(side.cluster)
+    side.step()
+    assert set(side.report.retries) == {want_event}
+    assert side.report.bindings
