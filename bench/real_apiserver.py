@@ -8,7 +8,7 @@ alternating K P P K (`--rounds 2`, the default) so slow drift of the machine hit
 Each scheduler process is started for one run and stopped after it; its CPU (user + system) comes
 from /proc/<pid>/stat and its peak RSS from VmHWM in /proc/<pid>/status.
 
-Workloads (`--workloads`, default all three):
+Workloads (`--workloads`, default preempt, drain and stream):
 
 - `drain`: `--pods` pending pods of 100m / 128Mi on `--nodes` nodes of 32 CPU; the scheduler starts
   after every pod exists. pods/s = pods / (scheduler start -> last Binding seen by the bench's watch);
@@ -17,6 +17,13 @@ Workloads (`--workloads`, default all three):
   creates `--pods` pods with 8 client threads. pods/s = pods / (first create -> last Binding seen).
   In both, the bench plays the nodes' kubelets: each bound pod becomes Running and Ready (one status
   patch, as `../shared/kube/kubelet.py` sends), so both schedulers see a real cluster's status churn.
+- `backlog` (issue 23): `stream` with a backlog that never fits. Before the scheduler starts, 10,000 pods of
+  100 CPU (no node has more than 32) and 1,000 gangs of minCount 4 with 2 members each exist (`--backlog
+  PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
+  as in `preempt`). Once the probe is bound and the scheduler idle (under 0.05 CPU-s in a second: the
+  backlog was tried once and its PodScheduled writes are sent), `--pods` pods stream in as in `stream`. For
+  Phalanx the note gives the retries made and avoided while streaming, read from its /metrics (the port
+  its log announces).
 - `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
@@ -63,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -77,6 +85,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -789,6 +798,128 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     )
 
 
+BACKLOG_PODS = 10_000
+BACKLOG_GANGS = 1_000
+BACKLOG_GANG_MIN, BACKLOG_GANG_MEMBERS = 4, 2
+RETRIES_AVOIDED = "phalanx_scheduler_queue_retries_avoided_total"
+RETRIES = "phalanx_scheduler_queue_retries_total{"
+
+
+def scrape(log: Path, name: str) -> float | None:
+    """The sum of metric `name` from a Phalanx process's /metrics; the port is the one its log announced."""
+    announced = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("metrics on ")]
+    if not announced:
+        return None
+    with contextlib.suppress(OSError):
+        with urllib.request.urlopen(f"http://{announced[0].removeprefix('metrics on ')}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name)]
+        return sum(values) if values else None
+    return None
+
+
+def backlog(
+    plane: ControlPlane,
+    kind: str,
+    label: str,
+    nodes: int,
+    pods: int,
+    unfit: int = BACKLOG_PODS,
+    gangs: int = BACKLOG_GANGS,
+) -> Result:
+    """`stream` with a backlog that never fits (issue 23): `unfit` pods of 100 CPU (nodes have 32) and `gangs`
+    gangs of minCount BACKLOG_GANG_MIN with BACKLOG_GANG_MEMBERS members exist before the scheduler starts; once it
+    bound the probe (it then has tried the whole backlog once), `pods` pods stream in."""
+    scheduler = SCHEDULERS[kind]
+    api = plane.api
+    namespace = new_namespace(plane, label)
+    native = kind == "K"
+    group_path = (
+        "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
+        if native
+        else "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{ns}/podgroups"
+    )
+    api.create_many(
+        group_path,
+        (
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2" if native else "scheduling.phalanx.dev/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": f"gang-{g}", "namespace": namespace},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": BACKLOG_GANG_MIN}}},
+            }
+            for g in range(gangs)
+        ),
+    )
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (
+            pod(
+                f"gang-{g}-{m}",
+                namespace,
+                scheduler.scheduler_name,
+                "100m",
+                "128Mi",
+                labels={} if native else {GROUP_LABEL: f"gang-{g}"},
+                extra_spec={"schedulingGroup": {"podGroupName": f"gang-{g}"}} if native else None,
+            )
+            for g in range(gangs)
+            for m in range(BACKLOG_GANG_MEMBERS)
+        ),
+    )
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (pod(f"big-{i}", namespace, scheduler.scheduler_name, "100", "128Mi") for i in range(unfit)),
+    )
+    watch = PodWatch(api, namespace, list_version(api, namespace), start_pods=True)
+    run = scheduler(plane, label)
+    probe(plane, namespace, run, watch, timeout=900)
+    idle = time.perf_counter()
+    while time.perf_counter() - idle < 300:  # the backlog's own writes (12,000 PodScheduled) are sent: it is idle
+        cpu = run.cpu()
+        time.sleep(1.0)
+        if run.cpu() - cpu < 0.05:
+            break
+    idle = time.perf_counter() - idle
+    avoided_before = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
+    retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
+    cpu_before = run.cpu()
+    started = time.perf_counter()
+    api.create_many(
+        "/api/v1/namespaces/{ns}/pods",
+        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+    )
+    created = time.perf_counter() - started
+    done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
+    end = time.perf_counter()
+    cpu_during = run.cpu() - cpu_before
+    avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
+    retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
+    _, hwm = run.stop()
+    watch.stop()
+    cleanup(plane, namespace)
+    api.request("DELETE", group_path.format(ns=namespace))
+    seconds = end - started
+    note = f"idle after {idle:.0f} s; created in {created:.1f} s ({pods / created:.0f}/s)"
+    note += "" if done else f"; only {watch.bound} bound"
+    if avoided is not None:
+        note += f"; retries avoided {avoided - (avoided_before or 0):,.0f} while streaming, {avoided:,.0f} in all"
+        note += f"; retried {(retried or 0) - (retried_before or 0):,.0f} while streaming"
+    return Result(
+        "backlog",
+        run.name,
+        0,
+        nodes,
+        pods,
+        seconds=seconds,
+        pods_per_second=pods / seconds if done else None,
+        cpu_seconds=cpu_during,
+        cpu_ms_per_pod=1000 * cpu_during / pods,
+        hwm_mib=hwm,
+        note=note,
+    )
+
+
 def span(times: list[float], origin: float) -> str:
     return f"{min(times) - origin:.2f}-{max(times) - origin:.2f} s" if times else "-"
 
@@ -1177,7 +1308,7 @@ def report(results: list[Result]) -> None:
         print(line)
     print("\n== medians (ratios: to kube-scheduler)")
     names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
-    for workload in ("drain", "stream"):
+    for workload in ("drain", "stream", "backlog"):
         runs = {name: by(workload, name) for name in names}
         if not any(runs.values()):
             continue
@@ -1255,6 +1386,7 @@ def main() -> int:
     parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
+    parser.add_argument("--backlog", type=scales, default="10000:1000", help="PODS:GANGS that never fit, for backlog")
     args = parser.parse_args()
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
@@ -1310,7 +1442,9 @@ def main() -> int:
         if "explain" in workloads:
             for result in explain(plane, args.nodes, args.pods, args.explain_runs):
                 record(result, 0)
-        for workload, fn in (("drain", drain), ("stream", stream)):
+        (unfit, gangs), *_ = args.backlog
+        backlogged = functools.partial(backlog, unfit=unfit, gangs=gangs)
+        for workload, fn in (("drain", drain), ("stream", stream), ("backlog", backlogged)):
             if workload not in workloads:
                 continue
             for r, kind in enumerate(order(args.rounds, kinds)):

@@ -74,10 +74,24 @@ class SchedulerMetrics:
             ["reason"],
             registry=r,
         )
+        self.queue_retries = Counter(
+            "phalanx_scheduler_queue_retries_total",
+            "Parked units tried again, by the event that woke them (node, room, nomination, victim, policy, group, "
+            "pod, preempting) or the time that did (timer: a PostFilter's until; refused: a refused write's backoff).",
+            ["event"],
+            registry=r,
+        )
+        self.queue_retries_avoided = Counter(
+            "phalanx_scheduler_queue_retries_avoided_total",
+            "Parked units not tried again because no event since could help them, where retrying at any change "
+            "to the cluster once the backoff is over (the rule before queueing hints) would have.",
+            registry=r,
+        )
 
 
 def record_pending(metrics: SchedulerMetrics, report: PassReport) -> None:
-    """Set the pending gauges from what a pass left pending, and count its repeated reasons."""
+    """Set the pending gauges from what a pass left pending; count its repeated reasons and its queue's retries,
+    made and avoided."""
     units: dict[tuple[str, str], int] = {}
     for said in report.reasons.values():
         labels = (said.queue, str(said.reason))
@@ -89,6 +103,9 @@ def record_pending(metrics: SchedulerMetrics, report: PassReport) -> None:
         metrics.pending_pods_by_state.labels(state).set(report.pods.get(state, 0))
     for code, count in report.repeats.items():
         metrics.repeated_reasons.labels(code).inc(count)
+    for event, count in report.retries.items():
+        metrics.queue_retries.labels(event).inc(count)
+    metrics.queue_retries_avoided.inc(report.retries_avoided)
 
 
 def serve(metrics: SchedulerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> ThreadingHTTPServer:

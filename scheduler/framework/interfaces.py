@@ -39,6 +39,10 @@ class Plugin(Protocol):
 
 
 class PreEnqueuePlugin(Plugin, Protocol):
+    """Whether a pending pod may enter the queue. It reads only the pod, its PodGroup and how many members exist
+    (`snapshot.groups`, `snapshot.members`): the runner keeps its answer while those are unchanged, as
+    kube-scheduler runs PreEnqueue only when a pod is added or updated."""
+
     def pre_enqueue(self, pod: PodInfo, snapshot: Snapshot) -> Status: ...
 
 
