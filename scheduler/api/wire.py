@@ -8,7 +8,8 @@ them first means less to validate and less to keep in memory: at 50,000 pods, ea
 A model read this way is never written back whole (every write is a patch built from a few fields), so
 nothing is lost.
 
-Namespaces and node names are interned: 50,000 pods share one copy of each instead of holding one each.
+The strings of the filtered levels (a pod's scheduler name, node, phase, priority class, ...) and namespaces are
+interned: they repeat across most objects, and 50,000 pods then share one copy of each instead of holding one each.
 """
 
 from __future__ import annotations
@@ -63,21 +64,13 @@ def _kept(raw: dict[str, Any], keys: Shape) -> dict[str, Any]:
     for key, value in kept.items():
         nested = keys[key]
         if nested is None:
-            continue
-        if isinstance(value, dict):
+            if type(value) is str:
+                kept[key] = sys.intern(value)
+        elif isinstance(value, dict):
             kept[key] = _kept(value, nested)
         elif isinstance(value, list):
             kept[key] = [_kept(item, nested) if isinstance(item, dict) else item for item in value]
     return kept
-
-
-def _interned(meta: dict[str, Any], spec: dict[str, Any] | None) -> None:
-    namespace = meta.get("namespace")
-    if namespace is not None:
-        meta["namespace"] = sys.intern(namespace)
-    node = spec.get("nodeName") if spec is not None else None
-    if isinstance(node, str) and spec is not None:
-        spec["nodeName"] = sys.intern(node)
 
 
 def prune(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +85,6 @@ def prune(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
     status = kept.get("status")
     if kind == "pods" and status and status.get("conditions"):
         status["conditions"] = [c for c in status["conditions"] if c.get("type") in POD_CONDITIONS_READ]
-    if meta is not None:
-        _interned(meta, kept.get("spec"))
+    if meta is not None and isinstance(namespace := meta.get("namespace"), str):
+        meta["namespace"] = sys.intern(namespace)
     return kept
