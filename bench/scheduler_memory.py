@@ -12,8 +12,9 @@ in the scheduler): after the last Binding the wrapper writes the top allocation 
 holds (by file and line, and by traceback) and tracemalloc's own peak of traced memory. tracemalloc slows the
 process and adds its own bookkeeping to RSS: its figures say what holds the memory, the plain run says how much.
 
-`--before DIR` also runs `phalanx scheduler` from another checkout (an older commit) in the same control plane,
-alternating with this one (`--rounds`). `--env KEY=VALUE` sets a variable in the scheduler's environment (an
+`--checkout DIR` runs `phalanx scheduler` from another checkout than this one (a copy of a commit, so edits made
+while the bench runs do not count); `--before DIR` also runs it from a second one (an older commit) in the same
+control plane, alternating (`--rounds`). `--env KEY=VALUE` sets a variable in the scheduler's environment (an
 allocator setting such as MALLOC_ARENA_MAX, say).
 
     .venv/bin/python bench/scheduler_memory.py --nodes 5000 --pods 50000
@@ -187,6 +188,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=1, help="runs of each checkout, alternating")
+    parser.add_argument("--checkout", type=Path, default=bench.ROOT, help="run `phalanx scheduler` from here")
     parser.add_argument("--before", type=Path, help="also run this checkout (an older commit)")
     parser.add_argument("--tracemalloc", action="store_true", help="run under tracemalloc and print its top sites")
     parser.add_argument("--frames", type=int, default=1, help="tracemalloc frames kept per allocation")
@@ -195,7 +197,7 @@ def main() -> int:
     args = parser.parse_args()
     Scheduler.extra_env = dict(item.split("=", 1) for item in args.env)
     Scheduler.frames = args.frames
-    checkouts = [("p", bench.ROOT)] + ([("b", args.before.resolve())] if args.before else [])
+    checkouts = [("p", args.checkout.resolve())] + ([("b", args.before.resolve())] if args.before else [])
     print(f"load before: {os.getloadavg()}", flush=True)
     plane = bench.ControlPlane(keep=False)
     runs: list[Run] = []
