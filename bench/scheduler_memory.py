@@ -26,6 +26,7 @@ Not part of `make test`.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
@@ -160,7 +161,14 @@ def drain(plane: bench.ControlPlane, label: str, checkout: Path, nodes: int, pod
     cpu, hwm = run.stop()
     sampler.stop()
     watch.stop()
-    bench.cleanup(plane, namespace)
+    for attempt in range(5):  # deleting 50,000 pods under load may outlast the server's patience: ask again
+        try:
+            bench.cleanup(plane, namespace)
+            break
+        except (OSError, http.client.HTTPException):
+            if attempt == 4:
+                raise
+            time.sleep(5)
     if not done:
         raise RuntimeError(f"{label}: only {watch.bound} of {pods} bound")
     peak_t, peak = max(sampler.samples, key=lambda s: s[1], default=(run.started, 0.0))
