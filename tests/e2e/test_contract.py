@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from kube.client import api_client
+from kube.informer import LIST_PAGE
 from scheduler.api.meta import Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
@@ -348,3 +350,43 @@ def test_an_event_is_recorded_alike(kube: KubeCluster, stack: Stack) -> None:
     assert [(e["type"], e["reason"], e["note"], e["regarding"]["name"]) for e in events] == [
         (recorded.event_type, recorded.reason, recorded.note, recorded.regarding.split("/")[1])
     ]
+
+
+def test_a_cache_listed_in_many_pages_holds_every_pod_as_one_read_would(stack: Stack) -> None:
+    """The informers LIST in pages (kube.informer.LIST_PAGE): a back end started after more pods than two
+    pages exist shows every one of them, each as it reads a pod (requests, tolerations, its node) without
+    what no reader needs (a container's image, command and env)."""
+    api = stack.plane.api()
+    namespace = "contract-pages"
+    api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    count = 2 * LIST_PAGE + 7
+
+    def one(i: int) -> None:
+        container = {
+            "name": "c",
+            "image": "busybox",
+            "command": ["sleep", "3600"],
+            "env": [{"name": "N", "value": str(i)}],
+            "resources": {"requests": {"cpu": "100m"}},
+        }
+        spec = {"schedulerName": "contract", "nodeName": NODES[i % 2], "containers": [container]}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p-{i}", "namespace": namespace}}
+        api.create(f"/api/v1/namespaces/{namespace}/pods", {**body, "spec": spec})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(count)))
+    cluster = KubeCluster(api_client(stack.plane.admin_kubeconfig, "scheduler"), identity="contract-pages")
+    cluster.start()
+    try:
+        assert cluster.wait_synced(60)
+        pods = {k: p for k, p in cluster.objects().pods.items() if k.startswith(f"{namespace}/")}
+        assert len(pods) == count
+        pod_ = pods[f"{namespace}/p-{count - 1}"]
+        assert pod_.effective_requests() == {"cpu": 100}
+        assert pod_.spec.node_name == NODES[(count - 1) % 2]
+        assert pod_.spec.tolerations  # the server's default NoExecute tolerations
+        assert pod_.spec.containers[0].model_extra is None or "env" not in pod_.spec.containers[0].model_extra
+    finally:
+        cluster.stop()
+        api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
+        api.delete(f"/api/v1/namespaces/{namespace}")
