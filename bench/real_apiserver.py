@@ -693,6 +693,34 @@ class Result:
     over the same time as the scheduler: where the 2 cores went."""
     note: str = ""
 
+    @classmethod
+    def throughput(
+        cls,
+        workload: str,
+        scheduler: str,
+        nodes: int,
+        pods: int,
+        seconds: float,
+        done: bool,
+        cpu: float,
+        hwm: float,
+        **extra: Any,
+    ) -> Result:
+        """A drain, stream or backlog run: `pods` bound in `seconds` (no rate when not all were) with `cpu`."""
+        return cls(
+            workload,
+            scheduler,
+            0,
+            nodes,
+            pods,
+            seconds=seconds,
+            pods_per_second=pods / seconds if done else None,
+            cpu_seconds=cpu,
+            cpu_ms_per_pod=1000 * cpu / pods,
+            hwm_mib=hwm,
+            **extra,
+        )
+
 
 def cleanup(plane: ControlPlane, namespace: str) -> None:
     """Remove the run's pods at once (deletecollection, grace 0) and wait until none is left."""
@@ -745,17 +773,15 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
     cleanup(plane, namespace)
     seconds = end - run.started
     writes = watch.bound + watch.status_writes
-    return Result(
+    return Result.throughput(
         "drain",
         run.name,
-        0,
         nodes,
         pods,
-        seconds=seconds,
-        pods_per_second=pods / seconds if done else None,
-        cpu_seconds=cpu,
-        cpu_ms_per_pod=1000 * cpu / pods,
-        hwm_mib=hwm,
+        seconds,
+        done,
+        cpu,
+        hwm,
         created_per_second=created,
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
@@ -783,17 +809,15 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     watch.stop()
     cleanup(plane, namespace)
     seconds = end - started
-    return Result(
+    return Result.throughput(
         "stream",
         run.name,
-        0,
         nodes,
         pods,
-        seconds=seconds,
-        pods_per_second=pods / seconds if done else None,
-        cpu_seconds=cpu_during,
-        cpu_ms_per_pod=1000 * cpu_during / pods,
-        hwm_mib=hwm,
+        seconds,
+        done,
+        cpu_during,
+        hwm,
         note=f"created in {created:.1f} s ({pods / created:.0f}/s)" + ("" if done else f"; only {watch.bound} bound"),
     )
 
@@ -905,17 +929,15 @@ def backlog(
     if avoided is not None:
         note += f"; retries avoided {avoided - (avoided_before or 0):,.0f} while streaming, {avoided:,.0f} in all"
         note += f"; retried {(retried or 0) - (retried_before or 0):,.0f} while streaming"
-    return Result(
+    return Result.throughput(
         "backlog",
         run.name,
-        0,
         nodes,
         pods,
-        seconds=seconds,
-        pods_per_second=pods / seconds if done else None,
-        cpu_seconds=cpu_during,
-        cpu_ms_per_pod=1000 * cpu_during / pods,
-        hwm_mib=hwm,
+        seconds,
+        done,
+        cpu_during,
+        hwm,
         note=note,
     )
 
@@ -924,10 +946,8 @@ def span(times: list[float], origin: float) -> str:
     return f"{min(times) - origin:.2f}-{max(times) - origin:.2f} s" if times else "-"
 
 
-def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
-    scheduler = SCHEDULERS[kind]
-    api = plane.api
-    namespace = new_namespace(plane, label)
+def fill_nodes(api: Api, namespace: str, nodes: int) -> None:
+    """Every node full: FILL_PER_NODE pods created bound, node i's in priority class fill-(i % CLASSES)."""
     cpu_fill = f"{NODE_CPU * 1000 // FILL_PER_NODE}m"
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
@@ -945,25 +965,37 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
             for k in range(FILL_PER_NODE)
         ),
     )
+
+
+def phalanx_gang(api: Api, namespace: str, name: str, min_count: int, priority_class: str, priority: int) -> None:
+    """Our PodGroup for a gang; its members carry GROUP_LABEL and no gate (see `preempt`)."""
+    api.request(
+        "POST",
+        f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
+        {
+            "apiVersion": "scheduling.phalanx.dev/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": min_count}},
+                "priorityClassName": priority_class,
+                "priority": priority,
+            },
+        },
+    )
+
+
+def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
+    scheduler = SCHEDULERS[kind]
+    api = plane.api
+    namespace = new_namespace(plane, label)
+    fill_nodes(api, namespace, nodes)
     watch = PodWatch(api, namespace, list_version(api, namespace))
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
     members = [f"gang-{m}" for m in range(gang)]
     if kind in ("P", "B"):
-        api.request(
-            "POST",
-            f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
-            {
-                "apiVersion": "scheduling.phalanx.dev/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "gang", "namespace": namespace},
-                "spec": {
-                    "schedulingPolicy": {"gang": {"minCount": gang}},
-                    "priorityClassName": "gang-high",
-                    "priority": 100_000,
-                },
-            },
-        )
+        phalanx_gang(api, namespace, "gang", gang, "gang-high", 100_000)
         # No gate: without the webhook nothing adds one, and none is needed. GangReadiness (PreEnqueue)
         # parks every member until the PodGroup and minCount members exist, as kube-scheduler's gang
         # scheduling does for the native pods, which carry no gate either.
@@ -1052,23 +1084,7 @@ def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs:
     every victim of the lowest class, and every member bound."""
     api = plane.api
     namespace = new_namespace(plane, label)
-    cpu_fill = f"{NODE_CPU * 1000 // FILL_PER_NODE}m"
-    api.create_many(
-        "/api/v1/namespaces/{ns}/pods",
-        (
-            pod(
-                f"fill-{n}-{k}",
-                namespace,
-                KUBE_SCHEDULER,
-                cpu_fill,
-                "1Gi",
-                node_name=f"node-{n}",
-                priority_class_name=f"fill-{n % CLASSES}",
-            )
-            for n in range(nodes)
-            for k in range(FILL_PER_NODE)
-        ),
-    )
+    fill_nodes(api, namespace, nodes)
     for g in range(gangs):
         with contextlib.suppress(ApiError):  # kept from an earlier run of this control plane
             api.request(
@@ -1079,20 +1095,7 @@ def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs:
     probe(plane, namespace, run, watch)
     members = {f"{namespace}/gang-{g}": [f"gang-{g}-{m}" for m in range(gang)] for g in range(gangs)}
     for g in range(gangs):
-        api.request(
-            "POST",
-            f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
-            {
-                "apiVersion": "scheduling.phalanx.dev/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": f"gang-{g}", "namespace": namespace},
-                "spec": {
-                    "schedulingPolicy": {"gang": {"minCount": gang}},
-                    "priorityClassName": f"gang-{g}",
-                    "priority": 100_000 + 1000 * g,
-                },
-            },
-        )
+        phalanx_gang(api, namespace, f"gang-{g}", gang, f"gang-{g}", 100_000 + 1000 * g)
     cpu_before = run.cpu()
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
