@@ -31,6 +31,7 @@ from kubernetes import client
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.kube.cluster import KubeCluster
+from scheduler.cluster.kube.heap import Heap
 from scheduler.cluster.kube.leader_election import LeaderElector
 from scheduler.framework.cluster import PassAborted
 from scheduler.framework.runner import PassReport, Scheduler
@@ -77,6 +78,7 @@ class SchedulerProcess:
         self.max_settle_seconds = max_settle_seconds
         self.idle_seconds = idle_seconds
         self.last_pass: float = 0.0
+        self.heap = Heap()
         election = config.leader_election
         self.elector: LeaderElector | None = None
         if election.leader_elect:
@@ -109,13 +111,15 @@ class SchedulerProcess:
 
     def run(self, stop: threading.Event) -> int:
         """Schedule until `stop` is set, then stop within `stop_seconds`; returns the exit status."""
+        self.heap.hold()
         self.cluster.start()
         self.last_pass = time.monotonic()
         try:
             while not self.cluster.wait_synced(1.0):
                 if stop.is_set():
                     return 0
-            log.info("caches synced", identity=self.identity)
+            frozen = self.heap.settle(full=True)
+            log.info("caches synced", identity=self.identity, frozen_objects=frozen)
             if self.elector is not None:
                 self.elector.start()
             else:
@@ -160,6 +164,7 @@ class SchedulerProcess:
                 log.info("scheduling started", identity=self.identity)
             self.cluster.changed.clear()
             started = time.perf_counter()
+            self.heap.hold()
             try:
                 report = scheduler.schedule_pending()
             except PassAborted:
@@ -172,6 +177,8 @@ class SchedulerProcess:
                 self.metrics.scheduling_attempt_duration.labels("error").observe(time.perf_counter() - started)
                 stop.wait(1.0)
                 continue
+            finally:
+                self.heap.settle()
             self.metrics.scheduling_attempt_duration.labels("success").observe(time.perf_counter() - started)
             self._record(scheduler, report)
             self._wait(scheduler, stop)
@@ -185,6 +192,7 @@ class SchedulerProcess:
             timeout = min(timeout, self.elector.retry_period)
         deadline = time.monotonic() + timeout
         while not stop.is_set() and not self.cluster.changed.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            self.heap.tick()
             if time.monotonic() >= deadline:
                 break
         settled = time.monotonic() + self.max_settle_seconds

@@ -1,0 +1,63 @@
+"""The cyclic garbage collector kept off the scheduler's cache: what the process holds is frozen as it goes.
+
+The informers' cache is most of the process (100,000 pods are millions of container objects) and holds no
+cycles: refcounting frees each object when its informer replaces it. Left in the collector's sight, every
+collection of the oldest generation walks all of it, taken by whichever pass or watch event crosses the
+threshold: 0.3-0.8 s each at 100,000 pods. During the first LIST, each page's arrival triggered one more walk
+of everything listed so far (8 walks, 0.95 s, at 10,000 pods). So the collector is off until the caches are
+synced, and from then on what survives the young generations is frozen, after each pass and at least every
+second while watch events replace objects between passes: an object is walked at most a few times, young.
+
+What freezing costs: an object frozen while alive that later becomes part of an unreachable cycle is not
+freed until the next full collection, which unfreezes everything first. That collection runs every
+`full_every_seconds`, so such garbage (an exception's traceback kept past a pass, say) is bounded by what the
+process makes in that time, and the pause it costs (a walk of everything) comes that often instead of several
+times a minute.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+FULL_EVERY_SECONDS = 600.0
+SETTLE_EVERY_SECONDS = 1.0
+
+
+class Heap:
+    def __init__(
+        self,
+        full_every_seconds: float = FULL_EVERY_SECONDS,
+        settle_every_seconds: float = SETTLE_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.full_every_seconds = full_every_seconds
+        self.settle_every_seconds = settle_every_seconds
+        self._clock = clock
+        self._last_full = self._last_settle = clock()
+
+    def hold(self) -> None:
+        """No collection until the next `settle`: the caches are being listed, and hold no garbage cycles."""
+        gc.disable()
+
+    def settle(self, full: bool = False) -> int:
+        """Collect the young generations (everything, when `full` or when the last full collection is
+        `full_every_seconds` old), freeze what is left and turn the collector (back) on; returns the frozen
+        object count."""
+        now = self._clock()
+        if full or now - self._last_full >= self.full_every_seconds:
+            gc.unfreeze()
+            gc.collect()
+            self._last_full = now
+        else:
+            gc.collect(1)
+        gc.freeze()
+        gc.enable()
+        self._last_settle = now
+        return gc.get_freeze_count()
+
+    def tick(self) -> None:
+        """Settle if the last time was `settle_every_seconds` ago: called while waiting for changes."""
+        if self._clock() - self._last_settle >= self.settle_every_seconds:
+            self.settle()

@@ -1,0 +1,85 @@
+"""The scheduler process's collector policy (`scheduler.cluster.kube.heap`): the cache is frozen out of the
+collector's sight, yet no garbage cycle outlives the next full collection, and the collector always ends on."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from scheduler.cluster.kube.heap import Heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def restore_collector() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+    gc.enable()
+
+
+def test_a_cycle_frozen_alive_is_freed_by_the_next_full_collection() -> None:
+    clock = Clock()
+    heap = Heap(full_every_seconds=600.0, clock=clock)
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    alive = weakref.ref(a)
+    heap.settle()
+    del a, b
+    gc.collect()
+    assert alive() is not None, "frozen: the ordinary collections do not see it"
+    clock.now = 599.0
+    heap.settle()
+    assert alive() is not None
+    clock.now = 600.0
+    heap.settle()
+    assert alive() is None
+
+
+def test_garbage_made_before_a_settle_is_not_frozen() -> None:
+    heap = Heap(clock=Clock())
+    garbage = cycle()
+    heap.settle()
+    assert garbage() is None
+
+
+def test_the_collector_is_off_while_held_and_on_after_settle() -> None:
+    heap = Heap(clock=Clock())
+    heap.hold()
+    assert not gc.isenabled()
+    assert heap.settle(full=True) > 0
+    assert gc.isenabled()
+
+
+def test_tick_settles_once_a_second_at_most() -> None:
+    clock = Clock()
+    heap = Heap(settle_every_seconds=1.0, clock=clock)
+    heap.settle()
+    gc.disable()  # only the heap's own collections count from here
+    garbage = cycle()
+    clock.now = 0.5
+    heap.tick()
+    assert garbage() is not None
+    clock.now = 1.0
+    heap.tick()
+    assert garbage() is None
