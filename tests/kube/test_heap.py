@@ -67,8 +67,24 @@ def test_the_collector_is_off_while_held_and_on_after_settle() -> None:
     heap = Heap(clock=Clock())
     heap.hold()
     assert not gc.isenabled()
-    assert heap.settle(full=True) > 0
+    heap.settle(full=True)
     assert gc.isenabled()
+    assert heap.frozen() > 0
+
+
+def test_freeze_without_collecting_keeps_a_cycle_until_the_first_full_collection() -> None:
+    """The caches as listed are frozen at once; a cycle made meanwhile waits for the first full collection."""
+    clock = Clock()
+    heap = Heap(full_every_seconds=600.0, clock=clock)
+    heap.hold()
+    garbage = cycle()
+    heap.freeze()
+    assert gc.isenabled()
+    gc.collect()
+    assert garbage() is not None
+    clock.now = 600.0
+    heap.settle()
+    assert garbage() is None
 
 
 def test_tick_settles_once_a_second_at_most() -> None:
