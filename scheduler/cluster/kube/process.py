@@ -118,8 +118,8 @@ class SchedulerProcess:
             while not self.cluster.wait_synced(1.0):
                 if stop.is_set():
                     return 0
-            frozen = self.heap.settle(full=True)
-            log.info("caches synced", identity=self.identity, frozen_objects=frozen)
+            self.heap.freeze()
+            log.info("caches synced", identity=self.identity, frozen_objects=self.heap.frozen())
             if self.elector is not None:
                 self.elector.start()
             else:
@@ -204,9 +204,8 @@ class SchedulerProcess:
 
     def _record(self, scheduler: Scheduler, report: PassReport) -> None:
         metrics = self.metrics
-        pods = self.cluster.pods.items()
         for binding in report.bindings:
-            pod = pods.get(binding.pod)
+            pod = self.cluster.pods.get(binding.pod)
             created: datetime | None = pod.metadata.creation_timestamp if pod is not None else None
             if created is not None:
                 metrics.e2e_scheduling_duration.observe(max(0.0, (binding.time - created).total_seconds()))
