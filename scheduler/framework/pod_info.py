@@ -47,6 +47,10 @@ class SchedulingUnit:
     min_count: int
     priority: int
     preemption_policy: str
+    spares_claims: bool = False
+    """Other pod groups' nominations hold against this unit whatever their priority (`Snapshot.holds_room`): a
+    gang's first try, so that it does not take the room another gang's preemption already paid for
+    (`Scheduler._place_sparing_claims`)."""
 
     @property
     def is_group(self) -> bool:

@@ -75,6 +75,9 @@ class Snapshot:
     nodes: NodeTable
     pods: dict[str, PodInfo]
     running: list[list[PodInfo]]
+    """Per node the pods on it. A row is never changed in place but replaced (`assume`, `forget`, and the
+    snapshot builder), so a row that is the same list as in an earlier snapshot holds the same pods: the queue's
+    hints and the preemption's columns compare rows by identity, not pod by pod, at 10,000 nodes."""
     groups: dict[str, PodGroup]
     priority_classes: dict[str, PriorityClass]
     pdbs: tuple[PodDisruptionBudget, ...]
@@ -97,12 +100,15 @@ class Snapshot:
         pods of lower or equal priority. Not against its own unit (a member of the group, or the pod
         itself), and not once this pass placed it: it then counts on that node as placed already.
         With `elsewhere` (the nodes of a unit's own nominations, `held_against`), it also holds whatever the
-        priorities when it is nominated to a node not among them.
+        priorities when it is nominated to a node not among them. Against a unit without nominations that
+        `spares_claims`, a member of another pod group holds whatever the priorities: that room is its
+        preemption's.
         """
         return (
             (
                 pod.priority >= unit.priority
                 or (elsewhere is not None and pod.pod.status.nominated_node_name not in elsewhere)
+                or (unit.spares_claims and elsewhere is None and pod.group_key is not None)
             )
             and pod.key != unit.key
             and pod.group_key != unit.key
@@ -125,6 +131,13 @@ class Snapshot:
         )
         return [p for p in self.nominated if self.holds_room(p, unit, own or None)]
 
+    def claims_against(self, unit: SchedulingUnit) -> bool:
+        """Whether some other pod group's nomination holds room `unit` could take by priority alone: the room
+        that group's preemption claimed (`SchedulingUnit.spares_claims`)."""
+        if not self.nominated:
+            return False
+        return len(self.held_against(replace(unit, spares_claims=True))) > len(self.held_against(unit))
+
     def assume(self, pod: PodInfo, node: int) -> PodInfo:
         """Place `pod` on row `node` in this snapshot only (a trial placement, undone by `forget`).
 
@@ -132,7 +145,7 @@ class Snapshot:
         """
         placed = replace(pod, node_name=self.nodes.names[node], scheduled_at=self.now)
         self.nodes.requested[node] += self.nodes.usage(pod.requests)
-        self.running[node].append(placed)
+        self.running[node] = [*self.running[node], placed]
         self.pods[pod.key] = placed
         return placed
 
@@ -147,9 +160,10 @@ class Snapshot:
     def forget(self, pod: PodInfo, node: int) -> None:
         """Undo `assume`: `pod` may be the pending or the placed PodInfo."""
         self.nodes.requested[node] -= self.nodes.usage(pod.requests)
-        row = self.running[node]
+        row = list(self.running[node])
         for i in range(len(row) - 1, -1, -1):
             if row[i].key == pod.key:
                 del row[i]
                 break
+        self.running[node] = row
         self.pods[pod.key] = replace(pod, node_name=None, scheduled_at=None)

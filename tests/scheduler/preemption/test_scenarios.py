@@ -535,3 +535,47 @@ def test_member_placed_on_its_nomination_holds_no_room_twice(
     report = simulate(capsys, tmp_path, objects, "-o", "json")
     assert {p["victim"] for p in report["preemptions"]} == {"default/low-a"}
     assert {b["pod"]: b["node"] for b in report["bindings"]} == {"default/m1": "n1", "default/m2": "n1"}
+
+
+def claimed_room(blocker: str) -> list[dict[str, Any]]:
+    """Gang `low` has preempted n1 and n2 (nominated there, its victims terminating until 01:00:30); gang `high`
+    completes without nominations; n3 and n4 each run one pod of class `blocker`."""
+    leaving = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+    return [
+        *nodes(4),
+        make_podgroup("low").gang(2).priority_class("mid").json(),
+        *(make_pod(f"low-{i}").req(cpu="4").group("low").nominated(f"n{i}").json() for i in (1, 2)),
+        *(
+            make_pod(f"gone-{i}").req(cpu="4").priority_class("low").on(f"n{i}", STARTED).terminating(leaving).json()
+            for i in (1, 2)
+        ),
+        *(running(f"busy-{i}", f"n{i}", "4", blocker) for i in (3, 4)),
+        *gang("high", 2, "4"),
+    ]
+
+
+def test_higher_gang_leaves_the_room_a_lower_gangs_preemption_claimed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A higher gang that can make room elsewhere does not take the room a lower gang's victims are leaving;
+    by priority alone it would, and the lower gang would decide again, on the very victims the higher one could
+    have taken (4 gangs preempting at once on the real server, issue 23). Each gang decides once."""
+    report = simulate(capsys, tmp_path, claimed_room("low"), "-o", "json")
+    assert {(p["victim"], p["preemptor"]) for p in report["preemptions"]} == {
+        ("default/busy-3", "default/high"),
+        ("default/busy-4", "default/high"),
+    }
+    bound = {b["pod"]: b["node"] for b in report["bindings"]}
+    assert bound == {"default/low-1": "n1", "default/low-2": "n2", "default/high-0": "n3", "default/high-1": "n4"}
+    assert [d["preemptor"] for d in report["decisions"]] == ["default/high"]
+
+
+def test_higher_gang_takes_claimed_room_when_it_has_no_other(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The claim is a preference, not a reservation: a higher gang that can neither fit nor preempt anywhere else
+    takes the room, as by kube-scheduler's rule (a lower nomination holds nothing against a higher pod)."""
+    report = simulate(capsys, tmp_path, claimed_room("high"), "-o", "json")
+    bound = {b["pod"]: b["node"] for b in report["bindings"]}
+    assert {bound.get("default/high-0"), bound.get("default/high-1")} == {"n1", "n2"}
+    assert "default/low-1" not in bound
