@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from kube.backoff import Backoff
 from kube.errors import Gone, NotFound, translated
 from kube.footprint import compact
+from kube.marks import ChangeMarks
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +98,7 @@ class Informer(Generic[M]):
         self.resource_version = ""
         self.synced = threading.Event()
         self._items: dict[str, M] = {}
+        self._marks = ChangeMarks()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self._response: Any = None
@@ -125,6 +127,17 @@ class Informer(Generic[M]):
         """A copy of the cache: the caller may read it while the watch keeps applying events."""
         with self._lock:
             return dict(self._items)
+
+    def items_marked(self) -> tuple[dict[str, M], int]:
+        """`items()` and the change mark it is at: `changed_since` that mark says which keys changed after it."""
+        with self._lock:
+            return dict(self._items), self._marks.last
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        """Keys added, changed or deleted after `mark` (a superset), or None: compare every object. One reader
+        (`kube.marks`): the scheduler's snapshot."""
+        with self._lock:
+            return self._marks.since(mark)
 
     def get(self, key: str) -> M | None:
         with self._lock:
@@ -186,6 +199,7 @@ class Informer(Generic[M]):
                 raise
             with self._lock:
                 was_served, self._items = bool(self._items) or not self.synced.is_set(), {}
+                self._marks.reset()
             self.absent = True
             if was_served:
                 _say("info", "resource not served, empty until it is", kind=self.kind)
@@ -228,6 +242,7 @@ class Informer(Generic[M]):
                 break
         with self._lock:
             self._items = items
+            self._marks.reset()
             self.resource_version = meta["resourceVersion"]
         if self._on_relist is not None:
             self._on_relist(self.kind)
@@ -280,5 +295,6 @@ class Informer(Generic[M]):
             old = self._items.pop(at, None) if parsed is None else self._items.get(at)
             if parsed is not None:
                 self._items[at] = parsed
+            self._marks.mark(at, len(self._items))
             self.resource_version = version
         self._changed(old, parsed)

@@ -27,6 +27,13 @@ from scheduler.api.workload import Workload
 from scheduler.framework.ledger import Ledger
 
 
+class ChangeFeed(Protocol):
+    """Which pods changed since an earlier read (the kube back end's pods informer, `kube.marks`)."""
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        """Keys of pods added, changed or deleted after `mark` (a superset), or None: compare every pod."""
+
+
 @dataclass(slots=True)
 class ClusterObjects:
     """Every object the scheduler reads; namespaced kinds keyed `namespace/name`, others by name."""
@@ -42,6 +49,13 @@ class ClusterObjects:
     """Pods this scheduler asked to delete whose deletion its view of the cluster does not show yet (the kube
     back end: the watch has not delivered it), each with the unit it was deleted for (its preemptor, which
     waits for them: `Scheduler._units`). Always empty in memory, where a deletion takes effect when asked."""
+    pod_feed: ChangeFeed | None = None
+    """Where to ask which of `pods` changed since an earlier read, so the snapshot compares only those (None: it
+    compares them all, as in memory, where a pass's cost is not the point)."""
+    pod_mark: int = 0
+    """The feed's mark `pods` was read at."""
+    overlaid: frozenset[str] = frozenset()
+    """Pods shown as the writes in flight make them, not as the feed has them: they change without a mark."""
 
 
 def unit_of(pod: Pod) -> str:

@@ -20,7 +20,7 @@ from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, ResolvedPriority, resolve_priority
 from scheduler.api.quantity import PODS
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ChangeFeed, ClusterObjects
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot, usage_row
 
@@ -159,6 +159,9 @@ class PodInfoCache:
         for key in [k for k in self._infos if k not in live]:
             del self._infos[key]
 
+    def forget(self, key: str) -> None:
+        self._infos.pop(key, None)
+
     def allocatable(self, name: str, node: Node) -> dict[str, int]:
         """`node.allocatable()`, parsed again only when the Node object was replaced."""
         cached = self._allocatable.get(name)
@@ -210,6 +213,11 @@ class _Base:
     charges: dict[str, _Charge] = field(default_factory=dict)
     shapes: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
     vectors: list[IntArray] = field(default_factory=list)
+    feed: ChangeFeed | None = None
+    """The change feed the base was last brought up to (`ClusterObjects.pod_feed`), at `mark`, with the pods
+    that were `overlaid` then."""
+    mark: int = 0
+    overlaid: frozenset[str] = frozenset()
 
 
 def _node_table(
@@ -269,6 +277,13 @@ def _remove_identical(items: list[PodInfo], info: PodInfo) -> None:
             return
 
 
+def _without(items: list[PodInfo], info: PodInfo) -> list[PodInfo]:
+    """A copy of `items` without `info` (its last occurrence): a node's row is replaced, never changed in place."""
+    copy = list(items)
+    _remove_identical(copy, info)
+    return copy
+
+
 class _Delta:
     """Requested-capacity changes of one refresh, applied in one `np.add.at` per sign."""
 
@@ -298,7 +313,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
         if not group:
             del base.members[info.group_key]
     if charge.row is not None:
-        _remove_identical(base.running[charge.row], info)
+        base.running[charge.row] = _without(base.running[charge.row], info)
         delta.removed[0].append(charge.row)
         delta.removed[1].append(charge.shape)
     base.nominated.pop(key, None)
@@ -328,7 +343,7 @@ def _charge(
     if info.node_name is not None:
         row = base.index.get(info.node_name)
         if row is not None:
-            base.running[row].append(info)
+            base.running[row] = [*base.running[row], info]
             requests = tuple(info.requests.items())
             shape = base.shapes.get(requests, -1)
             if shape < 0:
@@ -339,6 +354,44 @@ def _charge(
     elif pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
         base.nominated[key] = info
     base.charges[key] = _Charge(pod, info, row, shape)
+
+
+def _changed_pods(objects: ClusterObjects, base: _Base, recharged: set[str]) -> list[str] | None:
+    """The pods that may differ from what the base charged (sorted, so a pass is the same whatever the hash
+    seed), or None: compare them all (no feed, a new base, or a feed that no longer knows).
+
+    A pod shown as a write in flight makes it, now or at the last build, may differ without a mark."""
+    feed = objects.pod_feed
+    if feed is None or base.feed is not feed:
+        return None
+    changed = feed.changed_since(base.mark)
+    if changed is None:
+        return None
+    return sorted(changed | objects.overlaid | base.overlaid | recharged)
+
+
+def _recharge(
+    base: _Base,
+    pods: Iterable[tuple[str, Pod | None]],
+    objects: ClusterObjects,
+    now: datetime,
+    cache: PodInfoCache,
+    delta: _Delta,
+) -> None:
+    """Charge each pod again whose object is not the one the base charged; a pod gone (None) is uncharged."""
+    charges = base.charges
+    for key, pod in pods:
+        charge = charges.get(key)
+        if charge is not None:
+            if charge.pod is pod:
+                continue
+            _uncharge(base, key, charge, delta)
+            if pod is None:
+                del charges[key]
+                cache.forget(key)
+                continue
+        if pod is not None:
+            _charge(base, key, pod, objects, now, cache, delta)
 
 
 def build_snapshot(
@@ -361,20 +414,23 @@ def build_snapshot(
     base = _refresh_nodes(objects, cache)
     delta = _Delta()
     charges = base.charges
+    recharged: set[str] = set()
     for group_key in regrouped:  # their members' priority changed: charged again below
         for info in list(base.members.get(group_key, ())):
             _uncharge(base, info.key, charges.pop(info.key), delta)
-    for key, pod in objects.pods.items():
-        charge = charges.get(key)
-        if charge is not None:
-            if charge.pod is pod:
-                continue
-            _uncharge(base, key, charge, delta)
-        _charge(base, key, pod, objects, now, cache, delta)
-    if len(charges) != len(objects.pods):
-        for key in [k for k in charges if k not in objects.pods]:
-            _uncharge(base, key, charges.pop(key), delta)
-        cache.prune(objects.pods)
+            recharged.add(info.key)
+    changed = _changed_pods(objects, base, recharged)
+    if changed is not None:
+        _recharge(base, [(key, objects.pods.get(key)) for key in changed], objects, now, cache, delta)
+    if changed is None or len(charges) != len(objects.pods):
+        if changed is not None:
+            log.warning("pod changes missed by the feed, every pod compared", pods=len(objects.pods))
+        _recharge(base, objects.pods.items(), objects, now, cache, delta)
+        if len(charges) != len(objects.pods):
+            for key in [k for k in charges if k not in objects.pods]:
+                _uncharge(base, key, charges.pop(key), delta)
+            cache.prune(objects.pods)
+    base.feed, base.mark, base.overlaid = objects.pod_feed, objects.pod_mark, objects.overlaid
     delta.apply(base)
     table = NodeTable(
         names=base.names,
@@ -387,7 +443,7 @@ def build_snapshot(
         now=now,
         nodes=table,
         pods=dict(base.infos),
-        running=[list(pods) for pods in base.running],
+        running=list(base.running),
         groups=dict(objects.pod_groups),
         priority_classes=dict(objects.priority_classes),
         pdbs=tuple(objects.pdbs.values()),

@@ -122,7 +122,7 @@ class RunningPods:
         stamp = version(snapshot)
         if stamp != self.version:
             pairs = enumerate(zip(self._seen, snapshot.running, strict=True))
-            changed = [row for row, (seen, current) in pairs if seen != current]
+            changed = [row for row, (seen, current) in pairs if seen is not current and seen != current]
             if changed:
                 self._update(snapshot, changed)
             self.version = stamp
@@ -197,7 +197,7 @@ class RunningPods:
         for row in changed:
             for info in self.infos[self.starts[row] : self.starts[row + 1]]:
                 where.pop(info.key, None)
-            self._seen[row] = list(snapshot.running[row])
+            self._seen[row] = snapshot.running[row]  # rows are replaced, never changed in place
         at = 0
         for row, count in zip(changed, fresh.counts, strict=True):
             for info in fresh.infos[at : at + count]:

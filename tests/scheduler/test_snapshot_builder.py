@@ -6,9 +6,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kube.marks import ChangeMarks
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.framework.cluster import ClusterObjects
@@ -180,6 +182,57 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
         placed = kept.pods.get("default/p0")
         if placed is not None and placed.node_name is None and kept.nodes.names:
             kept.assume(placed, 0)  # a pass changes its copy; the next refresh must not see it
+
+
+class Feed:
+    """A pods informer's change feed (`ClusterObjects.pod_feed`), on the informer's own `ChangeMarks`."""
+
+    def __init__(self) -> None:
+        self.marks = ChangeMarks()
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        return self.marks.since(mark)
+
+
+@given(data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_refresh_from_a_change_feed_equals_a_fresh_build(data: st.DataObject) -> None:
+    """With a feed, a refresh compares only the pods marked changed and those shown as a write in flight makes
+    them (now or at the last refresh), and still equals the snapshot built from scratch, with no fallback."""
+    informer = cluster_of(
+        [*(make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES), make_podgroup("g").gang(2).obj()]
+    )
+    feed = Feed()
+    cache = PodInfoCache()
+    config = SchedulerConfiguration()
+    for _ in range(data.draw(st.integers(1, 12))):
+        before = dict(informer.pods)
+        for _ in range(data.draw(st.integers(0, 6))):
+            pod_change(data.draw, informer)
+        for key in before.keys() | informer.pods.keys():
+            if before.get(key) is not informer.pods.get(key):
+                feed.marks.mark(key, len(informer.pods))
+        if data.draw(st.integers(0, 5)) == 0:
+            node_change(data.draw, informer)
+        if data.draw(st.integers(0, 5)) == 0:
+            group_change(data.draw, informer)
+        written = ClusterObjects()
+        for _ in range(data.draw(st.integers(0, 2))):  # writes in flight, shown over the informer's copies
+            pod_change(data.draw, written)
+        overlay = {key: pod for key, pod in written.pods.items() if key in informer.pods}
+        objects = ClusterObjects(
+            nodes=dict(informer.nodes),
+            pods={**informer.pods, **overlay},
+            pod_groups=dict(informer.pod_groups),
+            pod_feed=feed,
+            pod_mark=feed.marks.last,
+            overlaid=frozenset(overlay),
+        )
+        with structlog.testing.capture_logs() as logs:
+            kept = build_snapshot(objects, EPOCH, config, cache)
+        assert not [entry for entry in logs if entry["log_level"] == "warning"], "the feed missed no change"
+        fresh = build_snapshot(objects, EPOCH, config, PodInfoCache())
+        assert snapshot_state(kept) == snapshot_state(fresh)
 
 
 def _unit(snapshot: Snapshot, key: str, priority: int) -> SchedulingUnit:

@@ -242,7 +242,8 @@ class KubeView:
         return group
 
     def objects(self) -> ClusterObjects:
-        pods = self.pods.items()
+        pods, mark = self.pods.items_marked()
+        overlaid: set[str] = set()
         groups = self.pod_groups_cached()
         echoes: dict[str, int] = {}
         bound: dict[str, str] = {}
@@ -256,6 +257,7 @@ class KubeView:
                 if shown is not None:
                     cached[key] = shown
                     if kind == "pods":
+                        overlaid.add(key)
                         written = max((version(e.written) for e in entries if e.written is not None), default=0)
                         if written and written == version(shown):
                             echoes[key] = written
@@ -274,6 +276,9 @@ class KubeView:
             priority_classes=self.priority_classes.items(),
             pdbs=self.pdbs.items(),
             victims_in_flight=victims,
+            pod_feed=self.pods,
+            pod_mark=mark,
+            overlaid=frozenset(overlaid),
         )
 
     def _show(self, slot: str, cached: Any, entries: list[Entry[Call]]) -> Any:

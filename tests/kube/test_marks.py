@@ -1,0 +1,62 @@
+"""The pods informer's change marks (`kube.marks`): what changed since a reader's copy, or None when that is
+no longer known; never more memory than twice the live keys when nobody asks."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kube.marks import SLACK, ChangeMarks
+
+KEYS = st.sampled_from([f"k{i}" for i in range(6)])
+STEPS = st.lists(
+    st.one_of(st.tuples(st.just("set"), KEYS), st.tuples(st.just("delete"), KEYS), st.just(("relist", ""))),
+    max_size=30,
+)
+
+
+@given(first=STEPS, second=STEPS)
+@settings(max_examples=200, deadline=None)
+def test_since_names_every_key_changed_after_the_copy(
+    first: list[tuple[str, str]], second: list[tuple[str, str]]
+) -> None:
+    marks = ChangeMarks()
+    cache: dict[str, int] = {}
+    version = 0
+
+    def apply(steps: list[tuple[str, str]]) -> None:
+        nonlocal version
+        for op, key in steps:
+            version += 1
+            if op == "relist":
+                marks.reset()
+            elif op == "set":
+                cache[key] = version
+                marks.mark(key, len(cache))
+            elif key in cache:
+                del cache[key]
+                marks.mark(key, len(cache))
+
+    apply(first)
+    copy, mark = dict(cache), marks.last
+    apply(second)
+    changed = marks.since(mark)
+    relisted = any(op == "relist" for op, _ in second)
+    assert (changed is None) == relisted
+    if changed is not None:
+        assert {k for k in copy.keys() | cache.keys() if copy.get(k) != cache.get(k)} <= changed
+        assert marks.since(mark - 1) is None, "what the reader was told is forgotten"
+
+
+def test_marks_of_deleted_keys_are_bounded_when_nobody_asks() -> None:
+    """A standby replica's informer marks every change and nobody asks: it keeps twice the live keys and a slack."""
+
+    def marked() -> ChangeMarks:
+        marks = ChangeMarks()
+        for i in range(3 * SLACK):
+            marks.mark(f"gone-{i}", live=0)
+        return marks
+
+    assert marked().since(0) is None
+    assert marked().since(3 * SLACK - SLACK - 1) is None
+    assert marked().since(3 * SLACK - SLACK) == {f"gone-{i}" for i in range(2 * SLACK, 3 * SLACK)}
