@@ -725,6 +725,15 @@ class Scheduler:
             if result.status.reasons:
                 notes.append(f"{plugin.name}: {result.status.message()}")
             if (result.nominations or result.victims) and self.actuator is not None:
+                if result.victims or any(result.nominations.values()):
+                    # Here, not in the plugin: a dry run (`_would_preempt`) decides nothing.
+                    log.info(
+                        "preemption decided",
+                        preemptor=unit.key,
+                        victims=len(result.victims),
+                        nominated=sum(1 for node in result.nominations.values() if node),
+                        pdb_violations=getattr(result.explanation, "pdb_violations", 0),
+                    )
                 self.actuator.actuate(unit, result, snapshot)
                 for member in unit.members:
                     if member.key in result.nominations:

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import structlog
-
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, PostFilterResult, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import SchedulingUnit
@@ -23,8 +21,6 @@ from scheduler.framework.status import Code, Status, unschedulable
 from scheduler.preemption import collector
 from scheduler.preemption.candidates import RunningPods, build_candidates, is_terminating
 from scheduler.preemption.decision import Outcome, SpareReason
-
-log = structlog.get_logger(__name__)
 
 NAME = "WorkloadPreemption"
 
@@ -94,13 +90,6 @@ class WorkloadPreemption:
                 explanation=decision,
             )
         victims = candidates.victims(decision)
-        log.info(
-            "preemption decided",
-            preemptor=unit.key,
-            victims=len(victims),
-            nominated=len(decision.nominations),
-            pdb_violations=decision.pdb_violations,
-        )
         return PostFilterResult(
             status=Status(Code.UNSCHEDULABLE, (decision.message,), until=decision.until),
             nominations={**stale, **decision.nominations},
