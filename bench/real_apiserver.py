@@ -768,6 +768,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
     others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
+    passes = pass_note(Path(run.log.name)) if kind == "P" else ""
     cpu, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
@@ -785,7 +786,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         created_per_second=created,
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
-        note="" if done else f"only {watch.bound} bound",
+        note="; ".join(part for part in (passes, "" if done else f"only {watch.bound} bound") if part),
     )
 
 
@@ -840,6 +841,18 @@ def scrape(log: Path, name: str) -> float | None:
         values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name)]
         return sum(values) if values else None
     return None
+
+
+PASSES = "phalanx_scheduler_scheduling_attempt_duration_seconds"
+
+
+def pass_note(log: Path) -> str:
+    """How many passes Phalanx made and their mean wall time (its /metrics): what a pass costs at this size."""
+    count = scrape(log, f"{PASSES}_count")
+    total = scrape(log, f"{PASSES}_sum")
+    if not count or total is None:
+        return ""
+    return f"{count:.0f} passes, {1000 * total / count:.0f} ms each"
 
 
 def backlog(

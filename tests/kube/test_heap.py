@@ -38,22 +38,29 @@ def restore_collector() -> Iterator[None]:
     gc.enable()
 
 
-def test_a_cycle_frozen_alive_is_freed_by_the_next_full_collection() -> None:
+@pytest.mark.parametrize("frozen_by", ["a settle while it is alive", "freeze, the caches as listed"])
+def test_a_frozen_cycle_is_freed_by_the_next_full_collection(frozen_by: str) -> None:
     clock = Clock()
     heap = Heap(full_every_seconds=600.0, clock=clock)
-    a, b = Node(), Node()
-    a.other, b.other = b, a
-    alive = weakref.ref(a)
-    heap.settle()
-    del a, b
+    if frozen_by == "a settle while it is alive":
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        garbage = weakref.ref(a)
+        heap.settle()
+        del a, b
+    else:
+        heap.hold()
+        garbage = cycle()
+        heap.freeze()
+        assert gc.isenabled()
     gc.collect()
-    assert alive() is not None, "frozen: the ordinary collections do not see it"
+    assert garbage() is not None, "frozen: the ordinary collections do not see it"
     clock.now = 599.0
     heap.settle()
-    assert alive() is not None
+    assert garbage() is not None
     clock.now = 600.0
     heap.settle()
-    assert alive() is None
+    assert garbage() is None
 
 
 def test_garbage_made_before_a_settle_is_not_frozen() -> None:
@@ -70,21 +77,6 @@ def test_the_collector_is_off_while_held_and_on_after_settle() -> None:
     heap.settle(full=True)
     assert gc.isenabled()
     assert heap.frozen() > 0
-
-
-def test_freeze_without_collecting_keeps_a_cycle_until_the_first_full_collection() -> None:
-    """The caches as listed are frozen at once; a cycle made meanwhile waits for the first full collection."""
-    clock = Clock()
-    heap = Heap(full_every_seconds=600.0, clock=clock)
-    heap.hold()
-    garbage = cycle()
-    heap.freeze()
-    assert gc.isenabled()
-    gc.collect()
-    assert garbage() is not None
-    clock.now = 600.0
-    heap.settle()
-    assert garbage() is None
 
 
 def test_tick_settles_once_a_second_at_most() -> None:
