@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from scheduler.api.node import Node
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, Snapshot
+from scheduler.framework.snapshot import IntArray, Snapshot, replaced_rows
 
 NO_PRIORITY = -(2**63)
 
@@ -153,8 +153,9 @@ def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None]:
     """
     left = False
     lowest: int | None = None
-    for was, now in zip(before.running, after.running, strict=True):
-        if was is now or (len(was) == len(now) and list(map(id, was)) == list(map(id, now))):
+    for row in replaced_rows(before.running, after.running):
+        was, now = before.running[row], after.running[row]
+        if len(was) == len(now) and list(map(id, was)) == list(map(id, now)):
             continue
         old = {p.key for p in was}
         new = {p.key: p.priority for p in now}

@@ -142,7 +142,7 @@ class SchedulingQueue:
         self.avoided = 0
         units = list(units)
         live = {u.key for u in units}
-        for key in [k for k in self._parked if k not in live]:
+        for key in self._parked.keys() - live:
             self._drop(key)
         parked_of, epoch = self._parked.get, self._epoch
         ready: list[SchedulingUnit] = []
@@ -257,22 +257,17 @@ class SchedulingQueue:
     def done(self, unit: SchedulingUnit) -> None:
         self._drop(unit.key)
 
-    def pool(self, key: str) -> str | None:
-        """`backoff` or `unschedulable` for a parked unit, as `pools` counts it; None when it is not parked."""
-        parked = self._parked.get(key)
-        if parked is None:
-            return None
-        return "backoff" if parked.refused or parked.woken_by is not None else "unschedulable"
+    def pools_by_unit(self) -> dict[str, str]:
+        """`backoff` or `unschedulable` for each parked unit: one walk a pass, read per pod by the summary."""
+        return {
+            key: "backoff" if parked.refused or parked.woken_by is not None else "unschedulable"
+            for key, parked in self._parked.items()
+        }
 
-    @staticmethod
-    def _backing_off(parked: _Parked) -> bool:
-        """Woken (by an event, or its victims going), or refused: it waits out a backoff, not for an event."""
-        return parked.refused or parked.woken_by is not None
-
-    def pools(self) -> dict[str, int]:
-        """Sizes of the backoff, unschedulable and gated pools after the last pass."""
-        backoff = sum(1 for p in self._parked.values() if self._backing_off(p))
-        return {"backoff": backoff, "unschedulable": len(self._parked) - backoff, "gated": len(self.gated)}
+    def pools(self, by_unit: dict[str, str]) -> dict[str, int]:
+        """Sizes of the backoff, unschedulable and gated pools, from `pools_by_unit`."""
+        counted = Counter(by_unit.values())
+        return {"backoff": counted["backoff"], "unschedulable": counted["unschedulable"], "gated": len(self.gated)}
 
     def next_wakeup(self) -> datetime | None:
         """Earliest time a parked unit becomes ready without any further change to the cluster.

@@ -81,7 +81,7 @@ class ReasonBook:
 
     def keep(self, pending: set[str]) -> None:
         """Forget the units no longer pending (bound or gone): a unit that comes back starts afresh."""
-        for unit in [u for u in self.current if u not in pending]:
+        for unit in self.current.keys() - pending:  # set arithmetic on the keys: 11,000 units, every pass
             del self.current[unit]
-        for unit in [u for u in self._buckets if u not in pending]:
+        for unit in self._buckets.keys() - pending:
             del self._buckets[unit]

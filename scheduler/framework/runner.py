@@ -156,6 +156,8 @@ class PassReport:
     """Parked units tried again, by the event that woke each (`framework/hints.py`; `timer`, `refused`)."""
     retries_avoided: int = 0
     """Parked units not tried again, no event since could help them, that the old rule would have retried."""
+    pools: dict[str, int] = field(default_factory=dict)
+    """Units in the backoff and unschedulable pools, and pods in the gated one, after the pass."""
 
 
 class Scheduler:
@@ -237,8 +239,10 @@ class Scheduler:
         placed_infos = [snapshot.pods[key] for key in placed]
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried)
-        self._summarise(pending, held, placed, snapshot, report)
-        log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **self.queue.pools())
+        by_unit = self.queue.pools_by_unit()
+        self._summarise(pending, held, placed, snapshot, report, by_unit)
+        report.pools = self.queue.pools(by_unit)
+        log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
         return report
 
     def _tell(
@@ -297,13 +301,20 @@ class Scheduler:
         self._held_told = told_now
 
     def _summarise(
-        self, pending: list[PodInfo], held: dict[str, str], placed: set[str], snapshot: Snapshot, report: PassReport
+        self,
+        pending: list[PodInfo],
+        held: dict[str, str],
+        placed: set[str],
+        snapshot: Snapshot,
+        report: PassReport,
+        pools: dict[str, str],
     ) -> None:
-        """What is still pending after the pass: each unit's reason, and the pods by state."""
+        """What is still pending after the pass: each unit's reason, and the pods by state (`pools`: each parked
+        unit's pool, `SchedulingQueue.pools_by_unit`)."""
         nominated = {p.key for p in snapshot.nominated}
         units: set[str] = set()
         states: Counter[str | None] = Counter()
-        pool = self.queue.pool
+        pool = pools.get
         for info in pending:
             if info.key in placed:
                 continue
@@ -422,9 +433,8 @@ class Scheduler:
         gate = self.config.gate_name
         pending: list[PodInfo] = []
         gated: list[PodInfo] = []
-        for key, info in snapshot.pods.items():
-            if info.node_name is not None:
-                continue
+        for info in snapshot.unbound:
+            key = info.key
             facts = known.get(key)
             if facts is None or facts[0] is not info:
                 pod = info.pod

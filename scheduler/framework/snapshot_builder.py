@@ -22,7 +22,7 @@ from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, R
 from scheduler.api.quantity import PODS
 from scheduler.framework.cluster import ChangeFeed, ClusterObjects
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot, usage_row
+from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot, replaced_rows, usage_row
 
 log = structlog.get_logger(__name__)
 
@@ -206,6 +206,8 @@ class _Base:
     allocatable: IntArray
     requested: IntArray
     infos: dict[str, PodInfo] = field(default_factory=dict)
+    unbound: dict[str, PodInfo] = field(default_factory=dict)
+    """The PodInfos of `infos` without a node, in the same order."""
     running: list[list[PodInfo]] = field(default_factory=list)
     members: dict[str, list[PodInfo]] = field(default_factory=dict)
     nominated: dict[str, PodInfo] = field(default_factory=dict)
@@ -244,7 +246,7 @@ def _refresh_nodes(objects: ClusterObjects, cache: PodInfoCache) -> _Base:
     """The base for the current nodes: the kept one (rows of replaced Nodes re-read), or a new one."""
     base = cache.base
     if base is not None and len(objects.nodes) == len(base.names):
-        changed = [row for row, name in enumerate(base.names) if objects.nodes.get(name) is not base.nodes[row]]
+        changed = replaced_rows(base.nodes, list(map(objects.nodes.get, base.names)))
         if not changed:
             return base
         if all(name in objects.nodes for name in base.names):
@@ -307,6 +309,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
     if info is None:
         return
     del base.infos[key]
+    base.unbound.pop(key, None)
     if info.group_key is not None:
         group = base.members[info.group_key]
         _remove_identical(group, info)
@@ -351,8 +354,10 @@ def _charge(
                 base.vectors.append(usage_row(base.resource_index, info.requests))
             delta.added[0].append(row)
             delta.added[1].append(shape)
-    elif pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
-        base.nominated[key] = info
+    else:
+        base.unbound[key] = info
+        if pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
+            base.nominated[key] = info
     base.charges[key] = _Charge(pod, info, row, shape)
 
 
@@ -438,11 +443,14 @@ def build_snapshot(
         resources=base.resources,
         allocatable=base.allocatable.copy(),
         requested=base.requested.copy(),
+        index=base.index,
+        resource_index=base.resource_index,
     )
     return Snapshot(
         now=now,
         nodes=table,
         pods=dict(base.infos),
+        unbound=list(base.unbound.values()),
         running=list(base.running),
         groups=dict(objects.pod_groups),
         priority_classes=dict(objects.priority_classes),

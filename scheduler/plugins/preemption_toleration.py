@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import attrgetter
 
 from scheduler.api.meta import ObjectMeta, rfc3339
 from scheduler.api.preemption_toleration import (
@@ -154,7 +155,8 @@ def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
     groups = snapshot.groups
     # Every pass asks: one set of the names in use answers "none missing" without the loop below (a member's
     # PodInfo carries its group's class; every group's counts too), ~3x cheaper at 100,000 pods (issue 23).
-    names = {info.priority_class_name for info in snapshot.pods.values() if info.node_name is not None}
+    # Pending pods' names are in the set too: gathered in C, it costs less than skipping them in Python.
+    names = set(map(attrgetter("priority_class_name"), snapshot.pods.values()))
     names.update(group.spec.priority_class_name for group in groups.values())
     if all(not name or name in classes for name in names):
         return found

@@ -26,7 +26,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import static_mask
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
-from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, replaced_rows
 from scheduler.framework.status import Code, Status
 from scheduler.preemption.decision import SEARCH_PLUGIN, Decision, Outcome
 from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
@@ -121,8 +121,8 @@ class RunningPods:
             return RunningPods.of(snapshot)
         stamp = version(snapshot)
         if stamp != self.version:
-            pairs = enumerate(zip(self._seen, snapshot.running, strict=True))
-            changed = [row for row, (seen, current) in pairs if seen is not current and seen != current]
+            seen, running = self._seen, snapshot.running
+            changed = [row for row in replaced_rows(seen, running) if seen[row] != running[row]]
             if changed:
                 self._update(snapshot, changed)
             self.version = stamp
@@ -245,7 +245,7 @@ class RunningPods:
 def version(snapshot: Snapshot) -> tuple[int, int, int, datetime]:
     """Changes whenever the runner assumes or forgets a pod on the snapshot (requested row changes)."""
     requested = snapshot.nodes.requested
-    return (id(snapshot), hash(requested.tobytes()), sum(len(pods) for pods in snapshot.running), snapshot.now)
+    return (id(snapshot), hash(requested.tobytes()), sum(map(len, snapshot.running)), snapshot.now)
 
 
 @dataclass(slots=True)

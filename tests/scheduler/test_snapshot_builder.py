@@ -104,6 +104,7 @@ def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
         {key: sorted(info.key for info in pods) for key, pods in snapshot.members.items()},
         sorted(info.key for info in snapshot.nominated),
         sorted(info.key for info in snapshot.queued),
+        sorted(info.key for info in snapshot.unbound),
     )
 
 
@@ -179,6 +180,9 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
         kept = build_snapshot(objects, EPOCH, config, cache)
         fresh = build_snapshot(objects, EPOCH, config, PodInfoCache())
         assert snapshot_state(kept) == snapshot_state(fresh)
+        for snapshot in (kept, fresh):  # the pending pods are found in `unbound`, in `pods`' order
+            unbound = [(key, info) for key, info in snapshot.pods.items() if info.node_name is None]
+            assert [(info.key, info) for info in snapshot.unbound] == unbound
         placed = kept.pods.get("default/p0")
         if placed is not None and placed.node_name is None and kept.nodes.names:
             kept.assume(placed, 0)  # a pass changes its copy; the next refresh must not see it

@@ -180,7 +180,7 @@ class SchedulerProcess:
             finally:
                 self.heap.settle()
             self.metrics.scheduling_attempt_duration.labels("success").observe(time.perf_counter() - started)
-            self._record(scheduler, report)
+            self._record(report)
             self._wait(scheduler, stop)
 
     def _wait(self, scheduler: Scheduler, stop: threading.Event) -> None:
@@ -202,7 +202,7 @@ class SchedulerProcess:
             if not self.cluster.changed.is_set() or time.monotonic() >= settled:
                 break
 
-    def _record(self, scheduler: Scheduler, report: PassReport) -> None:
+    def _record(self, report: PassReport) -> None:
         metrics = self.metrics
         for binding in report.bindings:
             pod = self.cluster.pods.get(binding.pod)
@@ -214,7 +214,7 @@ class SchedulerProcess:
             if result.victims:
                 metrics.preemption_attempts.inc()
                 metrics.preemption_victims.observe(sum(len(v.pods) for v in result.victims))
-        pools = scheduler.queue.pools()
+        pools = report.pools
         for queue, size in pools.items():
             metrics.pending_pods.labels(queue).set(size)
         metrics.pending_pods.labels("active").set(max(0, len(report.pending) - sum(pools.values())))
