@@ -22,8 +22,8 @@ Workloads (`--workloads`, default preempt, drain and stream):
   PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
   as in `preempt`). Once the probe is bound and the scheduler idle (under 0.05 CPU-s in a second: the
   backlog was tried once and its PodScheduled writes are sent), `--pods` pods stream in as in `stream`. For
-  Phalanx the note gives the retries made and avoided while streaming, read from its /metrics (the port
-  its log announces).
+  Phalanx the note gives the retries made and avoided while streaming, and its passes meanwhile (how many,
+  their mean wall time; `stream` reports them too), read from its /metrics (the port its log announces).
 - `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
@@ -768,7 +768,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
     others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
-    passes = pass_note(Path(run.log.name)) if kind == "P" else ""
+    passed = pass_note(passes(run))
     cpu, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
@@ -786,7 +786,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         created_per_second=created,
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
-        note="; ".join(part for part in (passes, "" if done else f"only {watch.bound} bound") if part),
+        note="; ".join(part for part in (passed, "" if done else f"only {watch.bound} bound") if part),
     )
 
 
@@ -796,6 +796,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
+    passes_before = passes(run)
     cpu_before = run.cpu()
     started = time.perf_counter()
     plane.api.create_many(
@@ -806,6 +807,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
+    passed = pass_note(passes(run), passes_before)
     _, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
@@ -819,7 +821,15 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
         done,
         cpu_during,
         hwm,
-        note=f"created in {created:.1f} s ({pods / created:.0f}/s)" + ("" if done else f"; only {watch.bound} bound"),
+        note="; ".join(
+            part
+            for part in (
+                f"created in {created:.1f} s ({pods / created:.0f}/s)",
+                passed,
+                "" if done else f"only {watch.bound} bound",
+            )
+            if part
+        ),
     )
 
 
@@ -846,13 +856,22 @@ def scrape(log: Path, name: str) -> float | None:
 PASSES = "phalanx_scheduler_scheduling_attempt_duration_seconds"
 
 
-def pass_note(log: Path) -> str:
-    """How many passes Phalanx made and their mean wall time (its /metrics): what a pass costs at this size."""
-    count = scrape(log, f"{PASSES}_count")
-    total = scrape(log, f"{PASSES}_sum")
-    if not count or total is None:
+def passes(run: SchedulerRun) -> tuple[float, float] | None:
+    """Phalanx's passes so far and their wall time in all (its /metrics); None for kube-scheduler."""
+    if not isinstance(run, PhalanxRun):
+        return None
+    count = scrape(Path(run.log.name), f"{PASSES}_count")
+    total = scrape(Path(run.log.name), f"{PASSES}_sum")
+    return None if count is None or total is None else (count, total)
+
+
+def pass_note(after: tuple[float, float] | None, before: tuple[float, float] | None = None) -> str:
+    """How many passes Phalanx made between two readings of `passes`, and their mean wall time: what a pass
+    costs at this size, and how many the workload took."""
+    if after is None:
         return ""
-    return f"{count:.0f} passes, {1000 * total / count:.0f} ms each"
+    count, total = after[0] - (before or (0, 0))[0], after[1] - (before or (0, 0))[1]
+    return f"{count:.0f} passes, {1000 * total / count:.0f} ms each" if count > 0 else ""
 
 
 def backlog(
@@ -920,6 +939,7 @@ def backlog(
     idle = time.perf_counter() - idle
     avoided_before = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
     retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
+    passes_before = passes(run)
     cpu_before = run.cpu()
     started = time.perf_counter()
     api.create_many(
@@ -932,12 +952,14 @@ def backlog(
     cpu_during = run.cpu() - cpu_before
     avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
     retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
+    passed = pass_note(passes(run), passes_before)
     _, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
     api.request("DELETE", group_path.format(ns=namespace))
     seconds = end - started
     note = f"idle after {idle:.0f} s; created in {created:.1f} s ({pods / created:.0f}/s)"
+    note += f"; {passed} while streaming" if passed else ""
     note += "" if done else f"; only {watch.bound} bound"
     if avoided is not None:
         note += f"; retries avoided {avoided - (avoided_before or 0):,.0f} while streaming, {avoided:,.0f} in all"
