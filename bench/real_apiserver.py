@@ -870,7 +870,8 @@ def pass_note(after: tuple[float, float] | None, before: tuple[float, float] | N
     costs at this size, and how many the workload took."""
     if after is None:
         return ""
-    count, total = after[0] - (before or (0, 0))[0], after[1] - (before or (0, 0))[1]
+    count_before, total_before = before or (0.0, 0.0)
+    count, total = after[0] - count_before, after[1] - total_before
     return f"{count:.0f} passes, {1000 * total / count:.0f} ms each" if count > 0 else ""
 
 

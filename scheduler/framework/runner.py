@@ -240,7 +240,7 @@ class Scheduler:
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried)
         by_unit = self.queue.pools_by_unit()
-        self._summarise(pending, held, placed, snapshot, report, by_unit)
+        self._summarise(pending, held, placed, snapshot, report, pool_of_unit=by_unit)
         report.pools = self.queue.pools(by_unit)
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
         return report
@@ -307,14 +307,14 @@ class Scheduler:
         placed: set[str],
         snapshot: Snapshot,
         report: PassReport,
-        pools: dict[str, str],
+        pool_of_unit: dict[str, str],
     ) -> None:
-        """What is still pending after the pass: each unit's reason, and the pods by state (`pools`: each parked
-        unit's pool, `SchedulingQueue.pools_by_unit`)."""
+        """What is still pending after the pass: each unit's reason, and the pods by state (`pool_of_unit`: each
+        parked unit's pool, `SchedulingQueue.pools_by_unit`)."""
         nominated = {p.key for p in snapshot.nominated}
         units: set[str] = set()
         states: Counter[str | None] = Counter()
-        pool = pools.get
+        pool = pool_of_unit.get
         for info in pending:
             if info.key in placed:
                 continue
