@@ -15,6 +15,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook import metrics
+from webhook.deadline import review_within
 from webhook.review import MAX_BODY_BYTES, Endpoint, handle, too_large
 from webhook.rules.lookups import Lookups
 from webhook.rules.pod import DEFAULT_SETTINGS, PodSettings
@@ -58,7 +59,8 @@ def create_app(
     def review(endpoint: Endpoint) -> Response:
         started = time.perf_counter()
         body = _read_body()
-        reply = too_large(body) if isinstance(body, int) else handle(endpoint, body, lookups, settings)
+        with review_within(request.args.get("timeout")):
+            reply = too_large(body) if isinstance(body, int) else handle(endpoint, body, lookups, settings)
         metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
         metrics.REQUESTS.labels(endpoint, reply.kind, reply.operation, reply.outcome).inc()
         return _json(reply.body, reply.status)

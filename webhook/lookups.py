@@ -3,15 +3,17 @@
 One informer per resource (`kube.informer`, the scheduler's too): LIST, then WATCH from the list's
 resourceVersion with bookmarks; 410 Gone relists, other failures back off and retry. A miss (a PodGroup
 created a moment before its pods, say) is read directly, so the cache may lag but an answer is never wrong
-because of it. Resources a cluster does not serve (our CRDs not installed, no native
-`scheduling.k8s.io/v1alpha2`) count as synced and empty and are listed again now and then, or at once when
-a direct read finds them served. Readiness waits until every informer has listed once.
+because of it; a direct read ends by the review's deadline (`webhook/deadline.py`). Resources a cluster
+does not serve (our CRDs not installed, no native `scheduling.k8s.io/v1alpha2`) count as synced and empty
+and are listed again now and then, or at once when a direct read finds them served. Readiness waits until
+every informer has listed once.
 """
 
 from __future__ import annotations
 
 import atexit
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -25,6 +27,7 @@ from scheduler.api.pod_group import API_VERSION, GROUP, NATIVE_API_VERSION, PodG
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
+from webhook.deadline import seconds_left
 from webhook.errors import LookupFailed
 
 log = structlog.get_logger(__name__)
@@ -33,6 +36,8 @@ M = TypeVar("M", bound=ApiModel)
 _NATIVE_GROUP, _NATIVE_VERSION = NATIVE_API_VERSION.split("/")
 _VERSION = API_VERSION.split("/")[1]
 READ_TIMEOUT_SECONDS = 2.0
+MIN_READ_SECONDS = 0.1
+"""A read with less time than this before the review's deadline is not sent."""
 ABSENT_RETRY_SECONDS = 60.0
 """How often an informer asks again for a resource the server does not serve (a direct read that finds it
 served wakes it sooner)."""
@@ -78,13 +83,18 @@ class Lookup:
             absent_retry_seconds=ABSENT_RETRY_SECONDS,
         )
 
-    def _read(self, what: str, call: Any) -> Any:
-        """`call()`, sent once more at once when it got no answer (a pooled connection the server had closed,
-        say), as the client's own retries did; `NotFound` as it is, any other failure `LookupFailed`."""
+    def _read(self, what: str, call: Callable[[float], Any]) -> Any:
+        """`call(timeout)`, sent once more at once when it got no answer (a pooled connection the server had
+        closed, say), as the client's own retries did; `NotFound` as it is, any other failure `LookupFailed`.
+        Each try ends by the review's deadline (`webhook.deadline`): a read that would outlast it is not sent."""
         for attempt in (1, 2):
+            left = seconds_left()
+            timeout = READ_TIMEOUT_SECONDS if left is None else min(READ_TIMEOUT_SECONDS, left)
+            if timeout < MIN_READ_SECONDS:
+                raise LookupFailed(f"{what}: no time left within the API server's webhook timeout")
             try:
                 with translated():
-                    return call()
+                    return call(timeout)
             except NotFound:
                 raise
             except ApiError as err:
@@ -103,15 +113,15 @@ class Lookup:
             if r.namespaced:
                 raw = self._read(
                     f"reading {r.plural} {namespace}/{name}",
-                    lambda: self.api.get_namespaced_custom_object(
-                        r.group, r.version, namespace, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                    lambda timeout: self.api.get_namespaced_custom_object(
+                        r.group, r.version, namespace, r.plural, name, _request_timeout=timeout
                     ),
                 )
             else:
                 raw = self._read(
                     f"reading {r.plural} {namespace}/{name}",
-                    lambda: self.api.get_cluster_custom_object(
-                        r.group, r.version, r.plural, name, _request_timeout=READ_TIMEOUT_SECONDS
+                    lambda timeout: self.api.get_cluster_custom_object(
+                        r.group, r.version, r.plural, name, _request_timeout=timeout
                     ),
                 )
         except NotFound:
@@ -134,8 +144,8 @@ class Lookup:
                 dict[str, Any],
                 self._read(
                     f"listing {r.plural}",
-                    lambda: self.api.list_cluster_custom_object(
-                        r.group, r.version, r.plural, _request_timeout=READ_TIMEOUT_SECONDS
+                    lambda timeout: self.api.list_cluster_custom_object(
+                        r.group, r.version, r.plural, _request_timeout=timeout
                     ),
                 ),
             )

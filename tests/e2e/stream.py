@@ -27,6 +27,8 @@ class AdmissionStream:
     interval: float = 0.05
     created: int = 0
     failures: list[str] = field(default_factory=list)
+    seconds: list[tuple[float, str]] = field(default_factory=list)
+    """How long each creation took, with its start: the slowest say how near the webhook came to its timeout."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -48,12 +50,13 @@ class AdmissionStream:
                 "metadata": {"name": name, "namespace": self.namespace, "labels": {GROUP_LABEL: "stream"}},
                 "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]},
             }
-            started = time.strftime("%H:%M:%S")
+            started, clock = time.strftime("%H:%M:%S"), time.monotonic()
             try:
                 reply = self.api.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", pod)
             except Exception as err:  # a dropped connection to the API server is a failed creation too
                 self.failures.append(f"{started} {name}: {type(err).__name__}: {err}")
             else:
+                self.seconds.append((time.monotonic() - clock, f"{started} {name}"))
                 gates = [g["name"] for g in reply.body.get("spec", {}).get("schedulingGates") or []]
                 if reply.status != 201:
                     self.failures.append(f"{started} {name}: {reply.status} {reply.message}")
@@ -71,10 +74,12 @@ class AdmissionStream:
         return self
 
     def check(self, during: str, diagnose: Callable[[], str] = str) -> None:
-        """Fail with every refused creation (and what `diagnose` finds); the stream must have run (20 admissions)."""
+        """Fail with every refused creation, the slowest admitted ones and what `diagnose` finds; the stream must
+        have run (20 admissions)."""
+        slowest = ", ".join(f"{name} {seconds:.2f} s" for seconds, name in sorted(self.seconds, reverse=True)[:5])
         assert not self.failures, (
             f"{len(self.failures)} failed admissions during {during}:\n" + "\n".join(self.failures[:20]) + "\n"
-            f"{diagnose()}"
+            f"slowest admitted: {slowest}\n{diagnose()}"
         )
         assert self.created >= 20, f"only {self.created} pods created during {during}"
 

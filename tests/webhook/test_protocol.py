@@ -179,6 +179,35 @@ def test_podgroup_defaults_that_cannot_be_read_fail_closed(cluster: ApiServer, w
     assert response["status"]["message"] == "lookup failed: reading workloads ml-team/unreadable: HTTP 503"
 
 
+def test_pod_whose_group_read_is_slow_is_admitted_before_the_api_servers_timeout(
+    cluster: ApiServer, webhook: Webhook
+) -> None:
+    """The API server fails a review it sent `?timeout=3s` after 3 s: the best-effort group read gives up first."""
+    review = fixture("admission/pod-create-mutating.json")
+    review["request"]["object"]["metadata"]["labels"]["scheduling.phalanx.dev/pod-group"] = "slow"
+    cluster.delay("GET", "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/ml-team/podgroups/slow", 10, times=2)
+    started = time.monotonic()
+    status, body = webhook.post("mutate", review, timeout="3s")
+    assert time.monotonic() - started < 3.0, "answered after the API server gave up"
+    assert (status, body["response"]["allowed"], body["response"].get("warnings")) == (200, True, None)
+
+
+def test_podgroup_defaults_whose_read_is_slow_fail_closed_in_time_with_the_reason(
+    cluster: ApiServer, webhook: Webhook
+) -> None:
+    review = fixture("admission/native-podgroup-create-mutating.json")
+    review["request"]["object"]["spec"]["podGroupTemplateRef"]["workload"]["workloadName"] = "slow"
+    cluster.delay("GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml-team/workloads/slow", 10, times=2)
+    started = time.monotonic()
+    status, body = webhook.post("mutate", review, timeout="3s")
+    assert time.monotonic() - started < 3.0, "answered after the API server gave up"
+    response = body["response"]
+    assert (status, response["allowed"], response["status"]["code"]) == (200, False, 500)
+    assert response["status"]["message"] == (
+        "lookup failed: reading workloads ml-team/slow: no time left within the API server's webhook timeout"
+    )
+
+
 @pytest.mark.parametrize(
     ("env", "want"),
     [

@@ -1,0 +1,43 @@
+"""The time a review has left before the API server gives up on it.
+
+The API server sends its webhook timeout with every call (`POST /mutate?timeout=5s`) and, past it, fails the
+request with "context deadline exceeded": under `failurePolicy: Fail` the pod is not created, and nothing says
+why. A review's reads of the cluster (`webhook/lookups.py`) therefore stop at this deadline: a best-effort
+check is skipped, a required one answers with what could not be read. `SPARE_SECONDS` of the timeout are kept
+for the answer's way back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from scheduler.api.duration import DurationError, parse_duration
+
+SPARE_SECONDS = 1.0
+_deadline: ContextVar[float | None] = ContextVar("review_deadline", default=None)
+
+
+@contextmanager
+def review_within(timeout: str | None) -> Iterator[None]:
+    """Run a review against the API server's `timeout` query parameter (absent or unreadable: no deadline)."""
+    seconds = None
+    if timeout:
+        try:
+            seconds = parse_duration(timeout).total_seconds()
+        except DurationError:
+            seconds = None
+    deadline = None if seconds is None or seconds <= 0 else time.monotonic() + max(0.0, seconds - SPARE_SECONDS)
+    token = _deadline.set(deadline)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def seconds_left() -> float | None:
+    """Seconds until the current review must answer; None outside a review or without a timeout."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
