@@ -12,6 +12,10 @@ the events below. Each wakes only the parked units it could help:
   units of its priority and below, which it wakes.
 - `victim`: a pod newly placed below a unit's priority, which that unit may preempt (an elastic gang over its
   minCount may now lose a member it could not spare before): units that may preempt, above that priority.
+- `terminating`: a pod on a node began terminating (a victim, say). Its room is not free yet, but the victim
+  search counts it as coming free: a unit may fit there "without preempting" and be nominated. Units that may
+  preempt, whatever their priority (hypothesis found it: a gang's member preempted by a higher pod, and the
+  gang's parked late member fits in what the member leaves, nominated at once by a retry, not by the hints).
 - `policy`: a PriorityClass, PodDisruptionBudget, Queue or PodGroup (spec, labels, annotations such as
   min-runtime's start) added, removed or changed, which the victim search reads: every unit that may preempt.
 - `group`: the unit's own PodGroup so changed; `pod`: its own pods (a member added or gone, another spec,
@@ -89,6 +93,8 @@ class Changes:
     """The highest priority of a dropped nomination: units at or below it may use the room it held."""
     victim: int | None = None
     """The lowest priority of a pod newly placed (None: none was)."""
+    terminating: bool = False
+    """A pod on a node began terminating."""
     policy: bool = False
     groups: set[str] = field(default_factory=set)
     """PodGroups added, removed or changed (spec, labels, annotations)."""
@@ -106,9 +112,9 @@ def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None 
         if (after.requested != before.requested).any():
             found.any = True
         if placed is None:
-            left, found.victim = _moved(before, after)
+            left, found.victim, found.terminating = _moved(before, after)
             found.room = found.room or left
-            found.any = found.any or left or found.victim is not None
+            found.any = found.any or left or found.victim is not None or found.terminating
     if placed is not None:
         found.victim = min((p.priority for p in placed), default=None)
     for key, (node, priority) in before.nominated.items():
@@ -142,8 +148,9 @@ def _nodes_changed(before: Sighting, after: Sighting) -> bool:
     )
 
 
-def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None]:
-    """Between passes: whether a pod left some node, and the lowest priority of a pod new on one (None: none).
+def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None, bool]:
+    """Between passes: whether a pod left some node, the lowest priority of a pod new on one (None: none), and
+    whether a pod on one began terminating.
 
     Found pod by pod, not from `requested`: a pod gone and another of the same requests placed on the same node
     leave it as it was, yet the room changed hands (hypothesis found it: a preemptor's victim gone, and a pod of
@@ -151,19 +158,27 @@ def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None]:
     both snapshots (`Snapshot.running`), so most nodes cost one identity test: comparing their pods took 22 ms a
     pass at 10,000 nodes.
     """
-    left = False
+    left = terminating = False
     lowest: int | None = None
     for row in replaced_rows(before.running, after.running):
         was, now = before.running[row], after.running[row]
         if len(was) == len(now) and list(map(id, was)) == list(map(id, now)):
             continue
-        old = {p.key for p in was}
+        old = {p.key: p for p in was}
         new = {p.key: p.priority for p in now}
         left = left or any(key not in new for key in old)
-        for key, priority in new.items():
-            if key not in old and (lowest is None or priority < lowest):
-                lowest = priority
-    return left, lowest
+        for info in now:
+            earlier = old.get(info.key)
+            if earlier is None:
+                if lowest is None or info.priority < lowest:
+                    lowest = info.priority
+            elif earlier is not info and _terminating(info) and not _terminating(earlier):
+                terminating = True
+    return left, lowest, terminating
+
+
+def _terminating(info: PodInfo) -> bool:
+    return info.pod.metadata.deletion_timestamp is not None
 
 
 def _changed(before: tuple[object, ...], after: tuple[object, ...]) -> bool:

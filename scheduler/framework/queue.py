@@ -118,7 +118,7 @@ class SchedulingQueue:
             wakes = True
         if not wakes and found.victim is not None and any(p > found.victim for p in self._preemptors):
             wakes = True
-        if not wakes and found.policy and self._preemptors:
+        if not wakes and (found.policy or found.terminating) and self._preemptors:
             wakes = True
         for parked in self._parked.values() if wakes else ():
             if parked.woken_by is not None:
@@ -129,6 +129,8 @@ class SchedulingQueue:
                 parked.woken_by = "nomination"
             elif parked.may_preempt and found.victim is not None and parked.priority > found.victim:
                 parked.woken_by = "victim"
+            elif parked.may_preempt and found.terminating:
+                parked.woken_by = "terminating"
             elif parked.may_preempt and found.policy:
                 parked.woken_by = "policy"
         for key in found.groups:

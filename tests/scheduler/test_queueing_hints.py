@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.config import SchedulerConfiguration
@@ -105,6 +105,15 @@ class Side:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=2, max_size=10))
+@example(  # a gang's member preempted: its late member fits in what it leaves (the `terminating` event)
+    ops=[
+        ("resize", 0, 16),
+        ("pending", 1, 0, False),
+        ("gang", 1, 3, 5, 10),
+        ("member", 0, 2),
+        ("pending", 2, 100, False),
+    ]
+)
 def test_a_unit_kept_asleep_would_not_fit_anyway(ops: list[Op]) -> None:
     hinted, eager = Side(eager=False), Side(eager=True)
     for op in ops:
