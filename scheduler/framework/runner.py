@@ -219,7 +219,8 @@ class Scheduler:
         self._snapshot_ready(snapshot)
         self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
         held: dict[str, str] = {}
-        units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
+        held_units: set[str] = set()
+        units = self._units(pending, snapshot, report, held, held_units, self._running_preemption(objects))
         placed: set[str] = set()
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
@@ -240,7 +241,7 @@ class Scheduler:
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried)
         by_unit = self.queue.pools_by_unit()
-        self._summarise(pending, held, placed, snapshot, report, pool_of_unit=by_unit)
+        self._summarise(units, held, held_units, placed, snapshot, report, pool_of_unit=by_unit)
         report.pools = self.queue.pools(by_unit)
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
         return report
@@ -302,28 +303,44 @@ class Scheduler:
 
     def _summarise(
         self,
-        pending: list[PodInfo],
+        units: list[SchedulingUnit],
         held: dict[str, str],
+        held_units: set[str],
         placed: set[str],
         snapshot: Snapshot,
         report: PassReport,
         pool_of_unit: dict[str, str],
     ) -> None:
         """What is still pending after the pass: each unit's reason, and the pods by state (`pool_of_unit`: each
-        parked unit's pool, `SchedulingQueue.pools_by_unit`)."""
-        nominated = {p.key for p in snapshot.nominated}
-        units: set[str] = set()
-        states: Counter[str | None] = Counter()
+        parked unit's pool, `SchedulingQueue.pools_by_unit`).
+
+        Counted by unit at C speed (`Counter` over a `map`), then mended for the few pods placed or nominated: a
+        walk over 12,000 pending pods cost a pass 8 ms (issue 23)."""
         pool = pool_of_unit.get
-        for info in pending:
-            if info.key in placed:
-                continue
-            unit = info.group_key or info.key
-            units.add(unit)
-            states[held.get(info.key) or ("nominated" if info.key in nominated else pool(unit))] += 1
+        keys = [unit.key for unit in units]
+        states: Counter[str | None] = Counter(held.values())
+        states.update(map(pool, keys))
+        for unit in [unit for unit in units if len(unit.members) > 1]:
+            states[pool(unit.key)] += len(unit.members) - 1
+        gone: set[str] = set()
+        for key in placed:
+            unit_key = snapshot.pods[key].group_key or key
+            states[pool(unit_key)] -= 1
+            gone.add(unit_key)
+        admitted = self._admitted
+        for info in snapshot.nominated:
+            key = info.key
+            if key in admitted and key not in held and key not in placed:
+                states[pool(info.group_key or key)] -= 1
+                states["nominated"] += 1
+        pending_units = set(keys)
+        if gone:
+            pending_units -= {u.key for u in units if u.key in gone and all(m.key in placed for m in u.members)}
+        pending_units |= held_units
         for state, count in states.items():
-            report.pods[state or "active"] += count
-        self.reasons.keep(units)
+            if count:
+                report.pods[state or "active"] += count
+        self.reasons.keep(pending_units)
         report.reasons = dict(self.reasons.current)
 
     def _check_interrupted(self) -> None:
@@ -483,12 +500,13 @@ class Scheduler:
         snapshot: Snapshot,
         report: PassReport,
         held: dict[str, str],
+        held_units: set[str],
         preempting: set[str],
     ) -> list[SchedulingUnit]:
         """PreEnqueue every pending pod; group the admitted ones into units. `held` gets the state of each pod
-        PreEnqueue held back (`gated`, `waiting`). Units in `preempting` wait, as upstream's PreEnqueue holds
-        them (in the gated pool, their pods `nominated`, their reason unchanged), until their preemption's
-        deletions show."""
+        PreEnqueue held back (`gated`, `waiting`), `held_units` their units. Units in `preempting` wait, as
+        upstream's PreEnqueue holds them (in the gated pool, their pods `nominated`, their reason unchanged),
+        until their preemption's deletions show."""
         lone: list[SchedulingUnit] = []
         grouped: dict[str, list[PodInfo]] = {}
         self.queue.gated.clear()
@@ -497,6 +515,7 @@ class Scheduler:
             if (info.group_key or info.key) in preempting:
                 self.queue.gated.add(info.key)
                 held[info.key] = "nominated"
+                held_units.add(info.group_key or info.key)
                 continue
             pod_group = snapshot.groups.get(info.group_key) if info.group_key is not None else None
             count = len(snapshot.members.get(info.group_key, ())) if info.group_key is not None else 0
@@ -507,6 +526,7 @@ class Scheduler:
             if known.reason is not None:
                 self.queue.gated.add(info.key)
                 held[info.key] = HELD.get(known.reason, "gated")
+                held_units.add(info.group_key or info.key)
                 if known.said is not None:
                     report.pending.append(known.said)
                 elif self._pending(info, known.reason, known.message, report):
