@@ -93,13 +93,9 @@ class SchedulerMetrics:
 def record_pending(metrics: SchedulerMetrics, report: PassReport) -> None:
     """Set the pending gauges from what a pass left pending; count its repeated reasons and its queue's retries,
     made and avoided."""
-    units: dict[tuple[str, str], int] = {}
-    for said in report.reasons.values():
-        labels = (said.queue, str(said.reason))
-        units[labels] = units.get(labels, 0) + 1
     metrics.pending_units.clear()
-    for (queue, code), count in units.items():
-        metrics.pending_units.labels(queue, code).set(count)
+    for (queue, code), count in report.units.items():
+        metrics.pending_units.labels(queue, str(code)).set(count)
     for state in {*POD_STATES, *report.pods}:
         metrics.pending_pods_by_state.labels(state).set(report.pods.get(state, 0))
     for code, count in report.repeats.items():

@@ -146,6 +146,8 @@ class PassReport:
     """Configuration findings reported for the first time in this pass."""
     reasons: dict[str, UnitReason] = field(default_factory=dict)
     """Every unit still pending after the pass, and the reason the scheduler last gave it."""
+    units: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Those units counted by (queue, reason)."""
     pods: Counter[str] = field(default_factory=Counter)
     """Pods still pending after the pass, by state (`POD_STATES`; `active` for one no pool holds)."""
     repeats: Counter[str] = field(default_factory=Counter)
@@ -342,6 +344,7 @@ class Scheduler:
                 report.pods[state or "active"] += count
         self.reasons.keep(pending_units)
         report.reasons = dict(self.reasons.current)
+        report.units = dict(self.reasons.by_label)
 
     def _check_interrupted(self) -> None:
         """After each snapshot and before each unit, the moments a pass can end without leaving a unit half done."""

@@ -156,3 +156,39 @@ def test_the_pending_gauges_come_from_the_pass() -> None:
     assert 'phalanx_pending_units{queue="",reason="Unschedulable"} 1.0' in text
     assert 'phalanx_pending_pods{state="unschedulable"} 2.0' in text
     assert 'phalanx_pending_pods{state="gated"} 0.0' in text
+
+
+def test_the_pending_gauges_follow_units_that_change_reason_and_leave() -> None:
+    """The gang waits for a member, then is unschedulable; a lone pod fits once a node comes, and leaves the
+    gauges; the gang's pods are deleted, and the gauges read nothing pending."""
+    cluster = MemoryCluster(
+        cluster_of(
+            [
+                make_node("n1").cap(cpu="1").obj(),
+                make_podgroup("train").gang(2).obj(),
+                make_pod("w0").req(cpu="8").group("train").obj(),
+                make_pod("solo").req(cpu="2").obj(),
+            ]
+        ),
+        NOW,
+    )
+    scheduler = scheduler_on(cluster)
+
+    def gauges() -> set[str]:
+        cluster.advance(cluster.now() + timedelta(seconds=20))  # past any backoff
+        metrics = SchedulerMetrics()
+        record_pending(metrics, scheduler.schedule_pending())
+        text = generate_latest(metrics.registry).decode()
+        return {line for line in text.splitlines() if line.startswith("phalanx_pending_units{")}
+
+    assert gauges() == {
+        'phalanx_pending_units{queue="",reason="WaitingForGang"} 1.0',
+        'phalanx_pending_units{queue="",reason="Unschedulable"} 1.0',
+    }
+    cluster.create(make_pod("w1").req(cpu="8").group("train").obj())
+    assert gauges() == {'phalanx_pending_units{queue="",reason="Unschedulable"} 2.0'}
+    cluster.create(make_node("n2").cap(cpu="4").obj())
+    assert gauges() == {'phalanx_pending_units{queue="",reason="Unschedulable"} 1.0'}
+    for name in ("w0", "w1"):
+        cluster.delete_pod(cluster.objects().pods[f"default/{name}"], 0)
+    assert gauges() == set()
