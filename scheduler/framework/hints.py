@@ -165,7 +165,7 @@ def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None, bool]:
         if len(was) == len(now) and list(map(id, was)) == list(map(id, now)):
             continue
         old = {p.key: p for p in was}
-        new = {p.key: p.priority for p in now}
+        new = {p.key for p in now}
         left = left or any(key not in new for key in old)
         for info in now:
             earlier = old.get(info.key)
