@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
 from scheduler.api.duration import DurationError, parse_duration
@@ -23,13 +23,10 @@ _deadline: ContextVar[float | None] = ContextVar("review_deadline", default=None
 @contextmanager
 def review_within(timeout: str | None) -> Iterator[None]:
     """Run a review against the API server's `timeout` query parameter (absent or unreadable: no deadline)."""
-    seconds = None
-    if timeout:
-        try:
-            seconds = parse_duration(timeout).total_seconds()
-        except DurationError:
-            seconds = None
-    deadline = None if seconds is None or seconds <= 0 else time.monotonic() + max(0.0, seconds - SPARE_SECONDS)
+    seconds = 0.0
+    with suppress(DurationError):
+        seconds = parse_duration(timeout or "0").total_seconds()
+    deadline = time.monotonic() + max(0.0, seconds - SPARE_SECONDS) if seconds > 0 else None
     token = _deadline.set(deadline)
     try:
         yield

@@ -221,8 +221,7 @@ class Scheduler:
         self._snapshot_ready(snapshot)
         self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
         held: dict[str, str] = {}
-        held_units: set[str] = set()
-        units = self._units(pending, snapshot, report, held, held_units, self._running_preemption(objects))
+        units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
         placed: set[str] = set()
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
@@ -243,7 +242,7 @@ class Scheduler:
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried)
         by_unit = self.queue.pools_by_unit()
-        self._summarise(units, held, held_units, placed, snapshot, report, pool_of_unit=by_unit)
+        self._summarise(units, held, placed, snapshot, report, pool_of_unit=by_unit)
         report.pools = self.queue.pools(by_unit)
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
         return report
@@ -307,7 +306,6 @@ class Scheduler:
         self,
         units: list[SchedulingUnit],
         held: dict[str, str],
-        held_units: set[str],
         placed: set[str],
         snapshot: Snapshot,
         report: PassReport,
@@ -338,7 +336,8 @@ class Scheduler:
         pending_units = set(keys)
         if gone:
             pending_units -= {u.key for u in units if u.key in gone and all(m.key in placed for m in u.members)}
-        pending_units |= held_units
+        pods = snapshot.pods
+        pending_units |= {pods[key].group_key or key for key in held}
         for state, count in states.items():
             if count:
                 report.pods[state or "active"] += count
@@ -503,13 +502,12 @@ class Scheduler:
         snapshot: Snapshot,
         report: PassReport,
         held: dict[str, str],
-        held_units: set[str],
         preempting: set[str],
     ) -> list[SchedulingUnit]:
         """PreEnqueue every pending pod; group the admitted ones into units. `held` gets the state of each pod
-        PreEnqueue held back (`gated`, `waiting`), `held_units` their units. Units in `preempting` wait, as
-        upstream's PreEnqueue holds them (in the gated pool, their pods `nominated`, their reason unchanged),
-        until their preemption's deletions show."""
+        PreEnqueue held back (`gated`, `waiting`). Units in `preempting` wait, as upstream's PreEnqueue holds
+        them (in the gated pool, their pods `nominated`, their reason unchanged), until their preemption's
+        deletions show."""
         lone: list[SchedulingUnit] = []
         grouped: dict[str, list[PodInfo]] = {}
         self.queue.gated.clear()
@@ -518,7 +516,6 @@ class Scheduler:
             if (info.group_key or info.key) in preempting:
                 self.queue.gated.add(info.key)
                 held[info.key] = "nominated"
-                held_units.add(info.group_key or info.key)
                 continue
             pod_group = snapshot.groups.get(info.group_key) if info.group_key is not None else None
             count = len(snapshot.members.get(info.group_key, ())) if info.group_key is not None else 0
@@ -529,7 +526,6 @@ class Scheduler:
             if known.reason is not None:
                 self.queue.gated.add(info.key)
                 held[info.key] = HELD.get(known.reason, "gated")
-                held_units.add(info.group_key or info.key)
                 if known.said is not None:
                     report.pending.append(known.said)
                 elif self._pending(info, known.reason, known.message, report):
