@@ -1,20 +1,22 @@
 """Static feasibility: every filter except resources, combined and cached per pod shape.
 
 Selectors, affinity, taints, cordons and nodeName depend only on the pod's spec and the nodes, so
-50,000 replicas of one Deployment share a single verdict per snapshot. Preemption uses the same
+50,000 replicas of one Deployment share a single verdict, kept from pass to pass. Preemption uses the same
 mask: removing pods never makes a statically infeasible node feasible.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.api.node import Node
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, NodeVerdict
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import BoolArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, replaced_rows
 from scheduler.framework.status import Code
 
 
@@ -47,6 +49,18 @@ def combine(verdicts: Sequence[NodeVerdict], count: int) -> NodeVerdict:
     return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=code)
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A shape's static verdict and the Node objects it was computed on."""
+
+    nodes: tuple[Node, ...]
+    verdict: NodeVerdict
+
+
+KEPT_SHAPES = 256
+"""Static verdicts kept from one snapshot to the next; past this, the oldest is dropped."""
+
+
 def static_mask(
     pod: PodInfo,
     snapshot: Snapshot,
@@ -56,18 +70,50 @@ def static_mask(
     """Nodes where `pod` could run if they were empty: all filters but resources (cached per shape).
 
     `filters` are the profile's static filters (the framework never picks plugins itself, so it does
-    not depend on the plugin registry). The cache lives on the snapshot, so it is dropped with it
-    whenever the nodes change; one snapshot serves one profile.
+    not depend on the plugin registry). The cache lives on the snapshot (one snapshot serves one profile) and
+    the snapshot builder hands it on to the next snapshot of the same node names: a verdict kept is recomputed
+    only on the rows whose Node was replaced since. Two static filters over 10,000 nodes cost every pass 9 ms
+    (issue 23), and on a large cluster some Node changes between most passes.
     """
     key = pod_shape(pod)
-    cached = snapshot.static_masks.get(key)
-    if isinstance(cached, NodeVerdict):
-        return cached
+    nodes = snapshot.nodes.nodes
+    masks = snapshot.static_masks
+    kept = masks.get(key)
+    if isinstance(kept, _Kept) and kept.nodes is nodes:
+        return kept.verdict
     cycle = state if state is not None else CycleState()
-    verdict = combine([f.filter(cycle, pod, snapshot) for f in filters], len(snapshot.nodes.names))
-    verdict = NodeVerdict(feasible=verdict.feasible, reasons=verdict.reasons, code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-    snapshot.static_masks[key] = verdict
+    if isinstance(kept, _Kept) and len(kept.nodes) == len(nodes):
+        rows = np.array(replaced_rows(kept.nodes, nodes), dtype=np.int64)
+        verdict = kept.verdict
+        if len(rows):
+            verdict = _patched(verdict, rows, _combined(pod, snapshot.only_rows(rows), filters, cycle))
+    else:
+        verdict = _combined(pod, snapshot, filters, cycle)
+    masks.pop(key, None)
+    if len(masks) >= KEPT_SHAPES:
+        del masks[next(iter(masks))]
+    masks[key] = _Kept(nodes, verdict)
     return verdict
+
+
+def _combined(pod: PodInfo, snapshot: Snapshot, filters: Sequence[FilterPlugin], state: CycleState) -> NodeVerdict:
+    verdict = combine([f.filter(state, pod, snapshot) for f in filters], len(snapshot.nodes.names))
+    return NodeVerdict(feasible=verdict.feasible, reasons=verdict.reasons, code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+
+def _patched(whole: NodeVerdict, rows: IntArray, part: NodeVerdict) -> NodeVerdict:
+    """`whole` with `rows` replaced by `part` (their verdict alone): static filters are row-local, so this is
+    the verdict of all rows, its reasons in another order."""
+    feasible = whole.feasible.copy()
+    feasible[rows] = part.feasible
+    masks: dict[str, BoolArray] = {}
+    for reason, mask in whole.reasons:
+        masks[reason] = mask.copy()
+        masks[reason][rows] = False
+    for reason, mask in part.reasons:
+        masks.setdefault(reason, np.zeros(len(feasible), dtype=np.bool_))[rows] = mask
+    reasons = tuple((reason, mask) for reason, mask in masks.items() if mask.any())
+    return NodeVerdict(feasible=feasible, reasons=reasons, code=whole.code)
 
 
 def describe(verdict: NodeVerdict, count: int) -> str:

@@ -21,7 +21,7 @@ from scheduler.framework.feasibility import combine, pod_shape, static_mask
 from scheduler.framework.interfaces import NodeVerdict
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.profile import Profile
-from scheduler.framework.snapshot import BoolArray, NodeTable, Snapshot
+from scheduler.framework.snapshot import BoolArray, Snapshot
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -87,34 +87,10 @@ class PlacementMemo:
         return _Entry(static, feasible, self._scores(pod, state, self.snapshot, feasible), len(self._changes))
 
     def _update(self, entry: _Entry, pod: PodInfo, state: CycleState, rows: npt.NDArray[np.int64]) -> None:
-        part = self._rows(rows)
+        part = self.snapshot.only_rows(rows)
         feasible = entry.static[rows]
         for plugin in self.profile.filters:
             feasible &= plugin.filter(state, pod, part).feasible
         entry.feasible[rows] = feasible
         entry.ranked[rows] = self._scores(pod, state, part, feasible)
         entry.seen = len(self._changes)
-
-    def _rows(self, rows: npt.NDArray[np.int64]) -> Snapshot:
-        """A snapshot holding only `rows` of the node table (copies), for row-local plugins."""
-        table = self.snapshot.nodes
-        picked = rows.tolist()
-        sub = NodeTable(
-            names=tuple([table.names[r] for r in picked]),
-            nodes=tuple([table.nodes[r] for r in picked]),
-            resources=table.resources,
-            allocatable=table.allocatable[rows],
-            requested=table.requested[rows],
-        )
-        whole = self.snapshot
-        return Snapshot(
-            now=whole.now,
-            nodes=sub,
-            pods=whole.pods,
-            running=[whole.running[r] for r in picked],
-            groups=whole.groups,
-            priority_classes=whole.priority_classes,
-            pdbs=whole.pdbs,
-            queues=whole.queues,
-            config=whole.config,
-        )

@@ -7,7 +7,7 @@ gang placement or a preemption trial never rebuilds the snapshot (docs/DESIGN.md
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import compress
@@ -86,6 +86,10 @@ class NodeTable:
 
 @dataclass(slots=True)
 class Snapshot:
+    """The cluster as one pass sees it. One built with a `PodInfoCache` is valid until the next build from that
+    cache, which brings `pods` up to date in place (as kube-scheduler's cache updates its snapshot): copying
+    100,000 PodInfos cost a pass 11 ms at 10,000 nodes (issue 23)."""
+
     now: datetime
     nodes: NodeTable
     pods: dict[str, PodInfo]
@@ -108,7 +112,13 @@ class Snapshot:
     queued: list[PodInfo] = field(default_factory=list)
     """Pods labelled with a queue (`QUEUE_LABEL`), bound or not: checks over them need not walk every pod."""
     static_masks: dict[object, object] = field(default_factory=dict)
-    """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), for this snapshot's nodes."""
+    """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), kept by the snapshot builder
+    from one snapshot to the next of the same node names: each verdict says which Node objects it is for."""
+    replaced: set[str] = field(default_factory=set)
+    """The keys whose PodInfo `assume` or `forget` replaced in `pods`: the snapshot builder puts the charged ones
+    back before the next build."""
+    class_names: Collection[str | None] | None = None
+    """The priority class names the PodInfos of `pods` carry, kept by the snapshot builder (None: not counted)."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
@@ -165,6 +175,7 @@ class Snapshot:
         self.nodes.requested[node] += self.nodes.usage(pod.requests)
         self.running[node] = [*self.running[node], placed]
         self.pods[pod.key] = placed
+        self.replaced.add(pod.key)
         return placed
 
     def nominate(self, pod: PodInfo, node_name: str) -> None:
@@ -185,3 +196,27 @@ class Snapshot:
                 break
         self.running[node] = row
         self.pods[pod.key] = replace(pod, node_name=None, scheduled_at=None)
+        self.replaced.add(pod.key)
+
+    def only_rows(self, rows: IntArray) -> Snapshot:
+        """A snapshot holding only `rows` of the node table (copies), for row-local filters and scores."""
+        table = self.nodes
+        picked = rows.tolist()
+        sub = NodeTable(
+            names=tuple([table.names[r] for r in picked]),
+            nodes=tuple([table.nodes[r] for r in picked]),
+            resources=table.resources,
+            allocatable=table.allocatable[rows],
+            requested=table.requested[rows],
+        )
+        return Snapshot(
+            now=self.now,
+            nodes=sub,
+            pods=self.pods,
+            running=[self.running[r] for r in picked],
+            groups=self.groups,
+            priority_classes=self.priority_classes,
+            pdbs=self.pdbs,
+            queues=self.queues,
+            config=self.config,
+        )

@@ -7,6 +7,7 @@ a node is kept aside so the runner can count it against pods of lower or equal p
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -215,6 +216,13 @@ class _Base:
     charges: dict[str, _Charge] = field(default_factory=dict)
     shapes: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
     vectors: list[IntArray] = field(default_factory=list)
+    class_names: Counter[str | None] = field(default_factory=Counter)
+    """The priority class names of `infos`, counted as pods are charged: a configuration check asks each pass."""
+    replaced: set[str] = field(default_factory=set)
+    """Keys whose PodInfo in `infos` the last snapshot's pass replaced (`Snapshot.replaced`): `infos` is that
+    snapshot's `pods`, shared, not copied."""
+    static_masks: dict[object, object] = field(default_factory=dict)
+    """`Snapshot.static_masks`, kept for the next snapshot of these node names."""
     feed: ChangeFeed | None = None
     """The change feed the base was last brought up to (`ClusterObjects.pod_feed`), at `mark`, with the pods
     that were `overlaid` then."""
@@ -309,6 +317,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
     if info is None:
         return
     del base.infos[key]
+    _count(base.class_names, info.priority_class_name, -1)
     base.unbound.pop(key, None)
     if info.group_key is not None:
         group = base.members[info.group_key]
@@ -337,6 +346,7 @@ def _charge(
         return
     info = cache.info(pod, objects, now)
     base.infos[key] = info
+    _count(base.class_names, info.priority_class_name, 1)
     if info.group_key is not None:
         base.members.setdefault(info.group_key, []).append(info)
     if QUEUE_LABEL in pod.metadata.labels:
@@ -359,6 +369,25 @@ def _charge(
         if pod.status.nominated_node_name in base.index and pod.metadata.deletion_timestamp is None:
             base.nominated[key] = info
     base.charges[key] = _Charge(pod, info, row, shape)
+
+
+def _count(counter: Counter[str | None], name: str | None, by: int) -> None:
+    """Count `name` in or out; a name no longer counted is dropped, so the keys are the names in use."""
+    left = counter[name] + by
+    if left:
+        counter[name] = left
+    else:
+        del counter[name]
+
+
+def _restore(base: _Base) -> None:
+    """Put back the charged PodInfos of the keys the last pass replaced in the shared `infos` (`assume`,
+    `forget`): before the next refresh compares them, as a copy of `infos` for each snapshot would have."""
+    for key in base.replaced:
+        charge = base.charges.get(key)
+        if charge is not None and charge.info is not None:
+            base.infos[key] = charge.info
+    base.replaced.clear()
 
 
 def _changed_pods(objects: ClusterObjects, base: _Base, recharged: set[str]) -> list[str] | None:
@@ -412,11 +441,13 @@ def build_snapshot(
     over-commit the node.
 
     With a `cache` kept across refreshes, only pods whose object changed since the last refresh are
-    charged again (`_Base`); the Snapshot is a copy the pass may change.
+    charged again (`_Base`). The Snapshot's arrays, rows and lists are copies the pass may change; its `pods` is
+    the base's own, which the next build brings up to date (`Snapshot`).
     """
     cache = cache or PodInfoCache()
     regrouped = cache.begin(objects)
     base = _refresh_nodes(objects, cache)
+    _restore(base)
     delta = _Delta()
     charges = base.charges
     recharged: set[str] = set()
@@ -449,7 +480,7 @@ def build_snapshot(
     return Snapshot(
         now=now,
         nodes=table,
-        pods=dict(base.infos),
+        pods=base.infos,
         unbound=list(base.unbound.values()),
         running=list(base.running),
         groups=dict(objects.pod_groups),
@@ -460,4 +491,7 @@ def build_snapshot(
         members={key: list(pods) for key, pods in base.members.items()},
         nominated=list(base.nominated.values()),
         queued=list(base.queued.values()),
+        static_masks=base.static_masks,
+        replaced=base.replaced,
+        class_names=base.class_names.keys(),
     )

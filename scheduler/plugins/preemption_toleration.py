@@ -153,10 +153,11 @@ def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
     seen: set[str] = set()
     classes = snapshot.priority_classes
     groups = snapshot.groups
-    # Every pass asks: one set of the names in use answers "none missing" without the loop below (a member's
-    # PodInfo carries its group's class; every group's counts too), ~3x cheaper at 100,000 pods (issue 23).
-    # Pending pods' names are in the set too: gathered in C, it costs less than skipping them in Python.
-    names = set(map(attrgetter("priority_class_name"), snapshot.pods.values()))
+    # Every pass asks: the names in use (counted by the snapshot builder; a member's PodInfo carries its group's
+    # class; every group's counts too) answer "none missing" without the loop below, which costs 3.5 ms at
+    # 100,000 pods (issue 23). Pending pods' names are among them: no class is missing when none is.
+    in_use = snapshot.class_names
+    names = set(map(attrgetter("priority_class_name"), snapshot.pods.values()) if in_use is None else in_use)
     names.update(group.spec.priority_class_name for group in groups.values())
     if all(not name or name in classes for name in names):
         return found

@@ -14,9 +14,12 @@ from kube.marks import ChangeMarks
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
 from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.feasibility import static_mask
+from scheduler.framework.interfaces import NodeVerdict
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
+from scheduler.plugins import static_filters
 from tests.builders import EPOCH, make_node, make_pod, make_podgroup
 from tests.scheduler.scenario import cluster_of
 
@@ -81,10 +84,10 @@ def test_refresh_reuses_only_what_is_current(
         ]
     )
     cache = PodInfoCache()
-    before = build_snapshot(objects, EPOCH, SchedulerConfiguration(), cache)
+    before = build_snapshot(objects, EPOCH, SchedulerConfiguration(), cache).pods["default/member"]
     change(objects)
     after = build_snapshot(objects, EPOCH, SchedulerConfiguration(), cache)
-    assert (after.pods["default/member"] is before.pods["default/member"]) == want_reused
+    assert (after.pods["default/member"] is before) == want_reused
     assert after.pods["default/member"].priority == want_priority
     want = make_node("n").cap(cpu=want_cpu, memory="8Gi").obj().allocatable()
     table = after.nodes
@@ -105,6 +108,7 @@ def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
         sorted(info.key for info in snapshot.nominated),
         sorted(info.key for info in snapshot.queued),
         sorted(info.key for info in snapshot.unbound),
+        sorted(map(str, snapshot.class_names or ())),
     )
 
 
@@ -125,6 +129,8 @@ def pod_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
         pod = pod.group(group)
     if draw(st.booleans()):
         pod = pod.queue("research")
+    if draw(st.integers(0, 3)) == 0:
+        pod = pod.priority_class(draw(st.sampled_from(("high", "gone"))))
     if what == "delete":
         objects.pods.pop(key, None)
     elif what == "create":
@@ -143,11 +149,18 @@ def pod_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
 
 def node_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
     name = draw(st.sampled_from(NODE_NAMES))
-    what = draw(st.sampled_from(("resize", "remove", "gpu")))
+    what = draw(st.sampled_from(("resize", "remove", "gpu", "taint", "cordon", "label")))
+    node = make_node(name).cap(cpu="8", memory="8Gi")
     if what == "remove":
         objects.nodes.pop(name, None)
     elif what == "gpu":
         objects.nodes[name] = make_node(name).cap(cpu="8", memory="8Gi", gpu=2).obj()
+    elif what == "taint":
+        objects.nodes[name] = node.taint("dedicated", "ml").obj()
+    elif what == "cordon":
+        objects.nodes[name] = node.unschedulable().obj()
+    elif what == "label":
+        objects.nodes[name] = node.label("zone", draw(st.sampled_from(("a", "b")))).obj()
     else:
         objects.nodes[name] = make_node(name).cap(cpu=draw(st.sampled_from(("8", "16"))), memory="8Gi").obj()
 
@@ -183,9 +196,30 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
         for snapshot in (kept, fresh):  # the pending pods are found in `unbound`, in `pods`' order
             unbound = [(key, info) for key, info in snapshot.pods.items() if info.node_name is None]
             assert [(info.key, info) for info in snapshot.unbound] == unbound
-        placed = kept.pods.get("default/p0")
-        if placed is not None and placed.node_name is None and kept.nodes.names:
-            kept.assume(placed, 0)  # a pass changes its copy; the next refresh must not see it
+        for pod in SHAPES:  # static verdicts kept from the last snapshot are those of the current nodes
+            assert verdict_state(static_mask(pod, kept, static_filters())) == verdict_state(
+                static_mask(pod, fresh, static_filters())
+            )
+        pending = sorted(info.key for info in kept.unbound)
+        if pending and kept.nodes.names:  # a pass changes the snapshot; the next refresh must not see it
+            placed = kept.assume(kept.pods[data.draw(st.sampled_from(pending))], 0)
+            if data.draw(st.booleans()):
+                kept.forget(placed, 0)
+
+
+SHAPES = [
+    PodInfoCache().info(pod.obj(), ClusterObjects(), EPOCH)
+    for pod in (
+        make_pod("plain"),
+        make_pod("zoned").node_selector(zone="a"),
+        make_pod("tolerant").toleration("dedicated"),
+    )
+]
+
+
+def verdict_state(verdict: NodeVerdict) -> tuple[object, ...]:
+    """A static verdict in a form that ignores the order of its reasons."""
+    return verdict.feasible.tolist(), sorted((reason, mask.tolist()) for reason, mask in verdict.reasons)
 
 
 class Feed:

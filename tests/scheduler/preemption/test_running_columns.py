@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,13 +17,16 @@ from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.plugins import static_filters
 from scheduler.plugins.workload_preemption import WorkloadPreemption
+from scheduler.preemption.candidates import RunningPods
 from tests.builders import make_config, make_node, make_pod, make_podgroup, make_priority_class
 
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
 NODES = 6
 GROUPS = ("g0", "g1")
 
-# One change to the cluster: (kind, pod number, node, priority level, group index or -1).
+Change = tuple[str, int, int, int, int]
+"""One change to the cluster: (kind, pod number, node, priority level, group index or -1)."""
+
 changes = st.lists(
     st.tuples(
         st.sampled_from(("add", "delete", "terminate", "mode")),
@@ -56,7 +60,7 @@ def cluster() -> ClusterObjects:
     return objects
 
 
-def apply(objects: ClusterObjects, change: tuple[str, int, int, int, int], step: int) -> None:
+def apply(objects: ClusterObjects, change: Change, step: int) -> None:
     kind, number, node, level, group = change
     key = f"default/p{number}"
     if kind == "add" and key not in objects.pods:
@@ -92,7 +96,7 @@ def decide(plugin: WorkloadPreemption, snap: Snapshot) -> tuple[object, ...]:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(changes, min_size=1, max_size=4))
-def test_kept_plugin_decides_as_a_fresh_one(passes: list[list[tuple[str, int, int, int, int]]]) -> None:
+def test_kept_plugin_decides_as_a_fresh_one(passes: list[list[Change]]) -> None:
     objects = cluster()
     config = make_config()
     cache = PodInfoCache()
@@ -113,3 +117,39 @@ def dict_copy(objects: ClusterObjects) -> ClusterObjects:
     out.nodes, out.pods = dict(objects.nodes), dict(objects.pods)
     out.pod_groups, out.priority_classes = dict(objects.pod_groups), dict(objects.priority_classes)
     return out
+
+
+def columns_state(columns: RunningPods) -> tuple[object, ...]:
+    """The columns per node, in a form that ignores the order of rows and of group codes."""
+    rows = []
+    for node in range(len(columns.names)):
+        low, high = int(columns.starts[node]), int(columns.starts[node + 1])
+        rows.append(
+            sorted(
+                (
+                    columns.keys[i],
+                    int(columns.priority[i]),
+                    columns.requests[i].tolist(),
+                    columns.group_keys[columns.member[i]] if columns.member[i] >= 0 else None,
+                    None if np.isnan(columns.started[i]) else float(columns.started[i]),
+                )
+                for i in range(low, high)
+            )
+        )
+    return tuple(map(tuple, rows)), columns.freed.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(changes, st.integers(0, NODES + 1)), min_size=1, max_size=6))
+def test_columns_left_behind_are_brought_up_when_read(passes: list[tuple[list[Change], int]]) -> None:
+    """Between passes the columns may lag (`unless_fewer` rows changed); read, they are the current ones."""
+    objects = cluster()
+    cache = PodInfoCache()
+    config = make_config()
+    columns = RunningPods.of(build_snapshot(dict_copy(objects), NOW, config, cache))
+    for step, (batch, unless_fewer) in enumerate(passes):
+        for change in batch:
+            apply(objects, change, step)
+        snap = build_snapshot(dict_copy(objects), NOW, config, cache)
+        columns = columns.refresh(snap, unless_fewer)
+    assert columns_state(columns.refresh(snap)) == columns_state(RunningPods.of(snap))
