@@ -12,7 +12,7 @@ same load scaled with the node count from 500 to 10,000 nodes (10 pending pods p
 `--steady NODES`: the fixed cost of a pass once NODES nodes run 10 pods each. After the pass that binds them
 all, each pass has one new pod to place: its CPU time is what every pass pays for the cluster's size (the
 snapshot, the queue's hints, the plugins' caches), the cost a real cluster's event-driven passes repeat.
-The memory cluster has no change feed (`ClusterObjects.pod_feed`): the snapshot compares every pod here.
+The memory cluster numbers its pod writes (`ClusterObjects.pod_feed`), as the kube back end's informer does.
 """
 
 from __future__ import annotations

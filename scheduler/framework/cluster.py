@@ -51,7 +51,7 @@ class ClusterObjects:
     waits for them: `Scheduler._units`). Always empty in memory, where a deletion takes effect when asked."""
     pod_feed: ChangeFeed | None = None
     """Where to ask which of `pods` changed since an earlier read, so the snapshot compares only those (None: it
-    compares them all, as in memory, where a pass's cost is not the point)."""
+    compares them all)."""
     pod_mark: int = 0
     """The feed's mark `pods` was read at."""
     overlaid: frozenset[str] = frozenset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from kube.marks import ChangeMarks
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import Condition
+from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.feasibility import static_mask
 from scheduler.framework.interfaces import NodeVerdict
@@ -308,3 +310,44 @@ def test_a_nominated_pod_holds_room_by_one_rule(unit: str, priority: int, placed
         against = _unit(snapshot, unit, priority)
     assert snapshot.holds_room(nominee, against) is want_held
     assert (nominee in snapshot.held_against(against)) is want_held
+
+
+def memory_write(draw: st.DrawFn, cluster: MemoryCluster) -> None:
+    """One write of the memory back end: each must reach its change feed, or the next refresh misses it."""
+    name = draw(st.sampled_from(POD_NAMES))
+    key = f"default/{name}"
+    pod = cluster.objects().pods.get(key)
+    what = draw(st.sampled_from(("create", "bind", "nominate", "condition", "ungate", "delete", "later")))
+    if what == "create":
+        cluster.create(make_pod(name).req(cpu=draw(st.sampled_from(("1", "2")))).gate("g").obj())
+    elif what == "later":
+        cluster.advance(cluster.now() + timedelta(seconds=draw(st.integers(1, 60))))
+    elif pod is None:
+        return
+    elif what == "bind":
+        cluster.bind(pod, draw(st.sampled_from(NODE_NAMES)))
+    elif what == "nominate" and not pod.spec.node_name:
+        cluster.set_nominated_node(pod, draw(st.sampled_from((None, *NODE_NAMES))))
+    elif what == "condition":
+        cluster.set_pod_condition(pod, Condition(type="DisruptionTarget", status="True", reason="x", message="y"))
+    elif what == "ungate":
+        cluster.remove_scheduling_gate(pod, "g")
+    elif what == "delete":
+        cluster.delete_pod(pod, draw(st.sampled_from((None, 0, 30))))
+
+
+@given(data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_a_refresh_on_the_memory_back_end_sees_every_write(data: st.DataObject) -> None:
+    """The memory back end's change feed names every pod it wrote: a snapshot refreshed through it is the
+    snapshot built from scratch."""
+    cluster = MemoryCluster(cluster_of([make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES]), EPOCH)
+    cache = PodInfoCache()
+    config = SchedulerConfiguration()
+    for _ in range(data.draw(st.integers(1, 10))):
+        for _ in range(data.draw(st.integers(0, 8))):
+            memory_write(data.draw, cluster)
+        kept = build_snapshot(cluster.objects(), cluster.now(), config, cache)
+        fresh_objects = ClusterObjects(nodes=dict(cluster.objects().nodes), pods=dict(cluster.objects().pods))
+        fresh = build_snapshot(fresh_objects, cluster.now(), config, PodInfoCache())
+        assert snapshot_state(kept) == snapshot_state(fresh)

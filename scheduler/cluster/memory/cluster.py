@@ -5,8 +5,10 @@ pod that runs on a node keeps its resources until its grace period (`termination
 default 30 s) has passed on the virtual clock, then disappears; a pending pod, or one deleted with a
 grace period of 0, is deleted at once (counted in `removed`, so the driver wakes the scheduler for it).
 Every write replaces the object (copy-on-write) and bumps `resourceVersion`, as the API server
-does, so readers holding old objects see a consistent past. Bindings, events and preemptions (a pod
-deleted while it carried a `DisruptionTarget` condition) are recorded for the simulation report.
+does, so readers holding old objects see a consistent past. Every pod write is numbered (`kube.marks`, as
+the kube back end's informer numbers its changes), so a pass compares only the pods written since the last
+one. Bindings, events and preemptions (a pod deleted while it carried a `DisruptionTarget` condition) are
+recorded for the simulation report.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from kube.marks import ChangeMarks
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
@@ -67,6 +70,8 @@ class MemoryCluster:
         self._now = now
         self._version = 0
         self._terminations: list[tuple[datetime, str]] = []
+        self._marks = ChangeMarks()
+        """Every pod write, numbered, as the kube back end's informer numbers its changes: the change feed."""
         self.bindings: list[BindingRecord] = []
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
@@ -96,12 +101,28 @@ class MemoryCluster:
             self._now = to
         while self._terminations and self._terminations[0][0] <= self._now:
             _, key = heapq.heappop(self._terminations)
-            if self._objects.pods.pop(key, None) is not None:
+            if self._drop(key):
                 log.debug("pod gone", pod=key, time=self._now.isoformat())
 
     # -- reads -------------------------------------------------------------------------------
     def objects(self) -> ClusterObjects:
-        return self._objects
+        objects = self._objects
+        objects.pod_feed, objects.pod_mark = self, self._marks.last
+        return objects
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        """The pods written since `mark` (`ClusterObjects.pod_feed`): a pass compares those, not every pod."""
+        return self._marks.since(mark)
+
+    def _put(self, pod: Pod) -> None:
+        self._objects.pods[pod.key] = pod
+        self._marks.mark(pod.key, len(self._objects.pods))
+
+    def _drop(self, key: str) -> bool:
+        """Remove a pod; whether it was there."""
+        gone = self._objects.pods.pop(key, None) is not None
+        self._marks.mark(key, len(self._objects.pods))
+        return gone
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, obj: Node | Pod | PodGroup) -> None:
@@ -111,7 +132,7 @@ class MemoryCluster:
         if isinstance(obj, Node):
             self._objects.nodes[obj.metadata.name] = obj
         elif isinstance(obj, Pod):
-            self._objects.pods[obj.key] = obj
+            self._put(obj)
         else:
             self._objects.pod_groups[obj.key] = obj
 
@@ -136,19 +157,21 @@ class MemoryCluster:
             raise LookupError(f"nodes {node_name}: NotFound")
         conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
         conditions.append(Condition.model_construct(type="PodScheduled", status="True", last_transition_time=self._now))
-        self._objects.pods[pod.key] = current.model_copy(
-            update={
-                "metadata": self._bump(current.metadata),
-                "spec": current.spec.model_copy(update={"node_name": node_name}),
-                "status": current.status.model_copy(
-                    update={
-                        "phase": "Running",
-                        "start_time": self._now,
-                        "conditions": conditions,
-                        "nominated_node_name": None,
-                    }
-                ),
-            }
+        self._put(
+            current.model_copy(
+                update={
+                    "metadata": self._bump(current.metadata),
+                    "spec": current.spec.model_copy(update={"node_name": node_name}),
+                    "status": current.status.model_copy(
+                        update={
+                            "phase": "Running",
+                            "start_time": self._now,
+                            "conditions": conditions,
+                            "nominated_node_name": None,
+                        }
+                    ),
+                }
+            )
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
 
@@ -157,11 +180,13 @@ class MemoryCluster:
         if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
             return
         gates = [g for g in current.spec.scheduling_gates if g.name != gate]
-        self._objects.pods[pod.key] = current.model_copy(
-            update={
-                "metadata": self._bump(current.metadata),
-                "spec": current.spec.model_copy(update={"scheduling_gates": gates}),
-            }
+        self._put(
+            current.model_copy(
+                update={
+                    "metadata": self._bump(current.metadata),
+                    "spec": current.spec.model_copy(update={"scheduling_gates": gates}),
+                }
+            )
         )
         self.gates_removed.append((pod.key, gate, self._now))
 
@@ -175,11 +200,13 @@ class MemoryCluster:
                 f'nominate {pod.key}: 422 Invalid: Pod "{pod.metadata.name}" is invalid: status.nominatedNodeName: '
                 "Forbidden: may not be set on pods that are already bound to a node"
             )
-        self._objects.pods[pod.key] = current.model_copy(
-            update={
-                "metadata": self._bump(current.metadata),
-                "status": current.status.model_copy(update={"nominated_node_name": node_name}),
-            }
+        self._put(
+            current.model_copy(
+                update={
+                    "metadata": self._bump(current.metadata),
+                    "status": current.status.model_copy(update={"nominated_node_name": node_name}),
+                }
+            )
         )
 
     def set_pod_condition(self, pod: Pod, condition: Condition, unit: str | None = None) -> None:
@@ -187,11 +214,13 @@ class MemoryCluster:
         if current is None:
             return
         conditions = [c for c in current.status.conditions if c.type != condition.type] + [condition]
-        self._objects.pods[pod.key] = current.model_copy(
-            update={
-                "metadata": self._bump(current.metadata),
-                "status": current.status.model_copy(update={"conditions": conditions}),
-            }
+        self._put(
+            current.model_copy(
+                update={
+                    "metadata": self._bump(current.metadata),
+                    "status": current.status.model_copy(update={"conditions": conditions}),
+                }
+            )
         )
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
@@ -228,17 +257,19 @@ class MemoryCluster:
         if target is not None and target.status == "True":
             self._record_preemption(current, target)
         if not current.spec.node_name or grace <= 0:
-            del self._objects.pods[pod.key]
+            self._drop(pod.key)
             self.removed += 1
             return
-        self._objects.pods[pod.key] = current.model_copy(
-            update={
-                "metadata": self._bump(
-                    current.metadata,
-                    deletion_timestamp=self._now,
-                    deletion_grace_period_seconds=grace,
-                )
-            }
+        self._put(
+            current.model_copy(
+                update={
+                    "metadata": self._bump(
+                        current.metadata,
+                        deletion_timestamp=self._now,
+                        deletion_grace_period_seconds=grace,
+                    )
+                }
+            )
         )
         heapq.heappush(self._terminations, (self._now + timedelta(seconds=grace), pod.key))
 
