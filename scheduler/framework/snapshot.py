@@ -117,8 +117,8 @@ class Snapshot:
     replaced: set[str] = field(default_factory=set)
     """The keys whose PodInfo `assume` or `forget` replaced in `pods`: the snapshot builder puts the charged ones
     back before the next build."""
-    class_names: Collection[str | None] | None = None
-    """The priority class names the PodInfos of `pods` carry, kept by the snapshot builder (None: not counted)."""
+    class_names: Collection[str | None] = ()
+    """The priority class names the PodInfos of `pods` carry, counted by the snapshot builder."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
@@ -219,4 +219,5 @@ class Snapshot:
             pdbs=self.pdbs,
             queues=self.queues,
             config=self.config,
+            class_names=self.class_names,
         )

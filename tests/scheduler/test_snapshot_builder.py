@@ -110,7 +110,7 @@ def snapshot_state(snapshot: Snapshot) -> tuple[object, ...]:
         sorted(info.key for info in snapshot.nominated),
         sorted(info.key for info in snapshot.queued),
         sorted(info.key for info in snapshot.unbound),
-        sorted(map(str, snapshot.class_names or ())),
+        sorted(map(str, snapshot.class_names)),
     )
 
 
