@@ -125,15 +125,16 @@ class RunningPods:
         table = snapshot.nodes
         if table.names != self.names or table.resources != self.resources:
             return RunningPods.of(snapshot)
-        stamp = version(snapshot)
-        if snapshot is not self._snapshot or stamp != self.version:
-            seen, running = self._seen, snapshot.running
-            changed = [row for row in replaced_rows(seen, running) if seen[row] != running[row]]
-            if len(changed) < unless_fewer:
-                return self
-            if changed:
-                self._update(snapshot, changed)
-            self.version, self._snapshot = stamp, snapshot
+        if snapshot is self._snapshot and version(snapshot) == self.version:
+            return self
+        seen, running = self._seen, snapshot.running
+        changed = [row for row in replaced_rows(seen, running) if seen[row] != running[row]]
+        if len(changed) < unless_fewer:
+            return self
+        if changed:
+            self._update(snapshot, changed)  # marks the columns current
+        else:
+            self.version, self._snapshot = version(snapshot), snapshot
         return self
 
     def row_of(self, key: str) -> int | None:
