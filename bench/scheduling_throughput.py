@@ -8,11 +8,17 @@ same load scaled with the node count from 500 to 10,000 nodes (10 pending pods p
     .venv/bin/python bench/scheduling_throughput.py            # headline + curve
     .venv/bin/python bench/scheduling_throughput.py --quick    # headline only
     .venv/bin/python bench/scheduling_throughput.py --steady 10000
+    .venv/bin/python bench/scheduling_throughput.py --steady 1000 --backlog 10000:1000
 
 `--steady NODES`: the fixed cost of a pass once NODES nodes run 10 pods each. After the pass that binds them
 all, each pass has one new pod to place: its CPU time is what every pass pays for the cluster's size (the
 snapshot, the queue's hints, the plugins' caches), the cost a real cluster's event-driven passes repeat.
 The memory cluster numbers its pod writes (`ClusterObjects.pod_feed`), as the kube back end's informer does.
+
+`--steady NODES --backlog PODS:GANGS`: the same with a backlog that never fits pending beside the running pods,
+as the `backlog` workload of `bench/real_apiserver.py` has it (PODS pods of 100 CPU, GANGS gangs of minCount 4
+with 2 members), each pass placing 20 new pods, as that workload's passes find about 20-60: what the pending
+pods cost a pass that cannot help them (issue 23, target 4), beside the same passes without them.
 """
 
 from __future__ import annotations
@@ -122,9 +128,41 @@ def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int
     return pending, len(report.bindings), elapsed, cpu
 
 
-def steady(nodes: int, passes: int = 20) -> float:
-    """CPU milliseconds of a pass that places one new pod, `nodes` nodes running 10 pods each."""
-    memory = MemoryCluster(cluster(nodes, nodes * 10, 0, 16), NOW)
+def small_pod(name: str, cpu: str = "100m", group: str | None = None) -> Pod:
+    labels = {"scheduling.phalanx.dev/pod-group": group} if group else {}
+    return Pod.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": name, "creationTimestamp": NOW, "labels": labels},
+            "spec": {
+                "schedulerName": "phalanx-scheduler",
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}}}],
+            },
+        }
+    )
+
+
+def backlog(objects: ClusterObjects, pods: int, gangs: int) -> None:
+    """Pods that fit no node (100 CPU), and gangs that wait for members that never come (minCount 4, 2 members)."""
+    for i in range(pods):
+        objects.pods[f"default/big-{i}"] = small_pod(f"big-{i}", cpu="100")
+    for g in range(gangs):
+        name = f"waiting-{g}"
+        objects.pod_groups[f"default/{name}"] = PodGroup.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+            }
+        )
+        for m in range(2):
+            objects.pods[f"default/{name}-{m}"] = small_pod(f"{name}-{m}", group=name)
+
+
+def steady(nodes: int, passes: int = 20, per_pass: int = 1, pending: tuple[int, int] = (0, 0)) -> float:
+    """CPU milliseconds of a pass that places `per_pass` new pods, `nodes` nodes running 10 pods each and the
+    `pending` backlog (pods, gangs) parked."""
+    objects = cluster(nodes, nodes * 10, 0, 16)
+    backlog(objects, *pending)
+    memory = MemoryCluster(objects, NOW)
     config = SchedulerConfiguration()
     scheduler = Scheduler(memory, config, default_profile(config))
     scheduler.schedule_pending()
@@ -132,18 +170,8 @@ def steady(nodes: int, passes: int = 20) -> float:
     gc.freeze()
     spent = 0.0
     for i in range(passes + 3):
-        name = f"late-{i}"
-        memory.create(
-            Pod.model_validate(
-                {
-                    "metadata": {"name": name, "namespace": "default", "uid": name, "creationTimestamp": NOW},
-                    "spec": {
-                        "schedulerName": "phalanx-scheduler",
-                        "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}],
-                    },
-                }
-            )
-        )
+        for j in range(per_pass):
+            memory.create(small_pod(f"late-{i}-{j}"))
         cpu = time.process_time()
         scheduler.schedule_pending()
         if i >= 3:  # the first passes after the big one warm the caches
@@ -152,16 +180,36 @@ def steady(nodes: int, passes: int = 20) -> float:
     return 1000 * spent / passes
 
 
+def backlog_size(text: str) -> tuple[int, int]:
+    """`PODS:GANGS`, both whole numbers of at least 0."""
+    pods, sep, gangs = text.partition(":")
+    if not sep or not pods.isdigit() or not gangs.isdigit():
+        raise argparse.ArgumentTypeError(f"expected PODS:GANGS, two whole numbers (e.g. 10000:1000), got {text!r}")
+    return int(pods), int(gangs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the 5,000-node headline")
     parser.add_argument("--steady", type=int, metavar="NODES", help="the CPU of a one-pod pass at NODES nodes")
+    parser.add_argument(
+        "--backlog", type=backlog_size, metavar="PODS:GANGS", help="with --steady: 20-pod passes beside this backlog"
+    )
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.steady and args.backlog:
+        pods, gangs = args.backlog
+        bare, full = steady(args.steady, per_pass=20), steady(args.steady, per_pass=20, pending=args.backlog)
+        print(f"{args.steady:,} nodes, {args.steady * 10:,} pods: a 20-pod pass costs {bare:.1f} ms CPU alone,")
+        backlog_note = f"{pods:,} pods that fit nowhere and {gangs:,} waiting gangs pending"
+        print(f"{full:.1f} ms with {backlog_note} ({full / bare:.1f}x)")
+        return
     if args.steady:
         cost = steady(args.steady)
         print(f"{args.steady:,} nodes, {args.steady * 10:,} pods: a one-pod pass costs {cost:.1f} ms CPU")
         return
+    if args.backlog:
+        parser.error("--backlog needs --steady NODES")
     print("| nodes | pending pods | bound | wall s | pods/s (wall) | CPU s | pods/s (CPU) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     runs = [(5_000, 50_000, 200)]
