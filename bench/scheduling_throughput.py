@@ -8,6 +8,7 @@ same load scaled with the node count from 500 to 10,000 nodes (10 pending pods p
     .venv/bin/python bench/scheduling_throughput.py            # headline + curve
     .venv/bin/python bench/scheduling_throughput.py --quick    # headline only
     .venv/bin/python bench/scheduling_throughput.py --steady 10000
+    .venv/bin/python bench/scheduling_throughput.py --steady 10000 --per-pass 20
     .venv/bin/python bench/scheduling_throughput.py --steady 1000 --backlog 10000:1000
 
 `--steady NODES`: the fixed cost of a pass once NODES nodes run 10 pods each. After the pass that binds them
@@ -15,10 +16,13 @@ all, each pass has one new pod to place: its CPU time is what every pass pays fo
 snapshot, the queue's hints, the plugins' caches), the cost a real cluster's event-driven passes repeat.
 The memory cluster numbers its pod writes (`ClusterObjects.pod_feed`), as the kube back end's informer does.
 
+`--per-pass N`: N new pods each pass instead of one, as a real stream's passes find several (20-60 in the
+`stream` workload of `bench/real_apiserver.py`).
+
 `--steady NODES --backlog PODS:GANGS`: the same with a backlog that never fits pending beside the running pods,
 as the `backlog` workload of `bench/real_apiserver.py` has it (PODS pods of 100 CPU, GANGS gangs of minCount 4
-with 2 members), each pass placing 20 new pods, as that workload's passes find about 20-60: what the pending
-pods cost a pass that cannot help them (issue 23, target 4), beside the same passes without them.
+with 2 members), each pass placing `--per-pass` new pods (20 unless given): what the pending pods cost a pass
+that cannot help them (issue 23, target 4), beside the same passes without them.
 """
 
 from __future__ import annotations
@@ -180,6 +184,13 @@ def steady(nodes: int, passes: int = 20, per_pass: int = 1, pending: tuple[int, 
     return 1000 * spent / passes
 
 
+def positive(text: str) -> int:
+    """A whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def backlog_size(text: str) -> tuple[int, int]:
     """`PODS:GANGS`, both whole numbers of at least 0."""
     pods, sep, gangs = text.partition(":")
@@ -191,25 +202,28 @@ def backlog_size(text: str) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="only the 5,000-node headline")
-    parser.add_argument("--steady", type=int, metavar="NODES", help="the CPU of a one-pod pass at NODES nodes")
+    parser.add_argument("--steady", type=int, metavar="NODES", help="the CPU of a steady pass at NODES nodes")
+    parser.add_argument("--per-pass", type=positive, metavar="N", help="with --steady: N new pods each pass")
     parser.add_argument(
-        "--backlog", type=backlog_size, metavar="PODS:GANGS", help="with --steady: 20-pod passes beside this backlog"
+        "--backlog", type=backlog_size, metavar="PODS:GANGS", help="with --steady: the passes beside this backlog"
     )
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    if args.steady and args.backlog:
+    if (args.backlog or args.per_pass) and not args.steady:
+        parser.error("--backlog and --per-pass need --steady NODES")
+    if args.steady:
+        nodes, per_pass = args.steady, args.per_pass or (20 if args.backlog else 1)
+        size = f"{nodes:,} nodes, {nodes * 10:,} pods: a {per_pass}-pod pass costs"
+        bare = steady(nodes, per_pass=per_pass)
+        if not args.backlog:
+            print(f"{size} {bare:.1f} ms CPU")
+            return
         pods, gangs = args.backlog
-        bare, full = steady(args.steady, per_pass=20), steady(args.steady, per_pass=20, pending=args.backlog)
-        print(f"{args.steady:,} nodes, {args.steady * 10:,} pods: a 20-pod pass costs {bare:.1f} ms CPU alone,")
+        full = steady(nodes, per_pass=per_pass, pending=args.backlog)
+        print(f"{size} {bare:.1f} ms CPU alone,")
         backlog_note = f"{pods:,} pods that fit nowhere and {gangs:,} waiting gangs pending"
         print(f"{full:.1f} ms with {backlog_note} ({full / bare:.1f}x)")
         return
-    if args.steady:
-        cost = steady(args.steady)
-        print(f"{args.steady:,} nodes, {args.steady * 10:,} pods: a one-pod pass costs {cost:.1f} ms CPU")
-        return
-    if args.backlog:
-        parser.error("--backlog needs --steady NODES")
     print("| nodes | pending pods | bound | wall s | pods/s (wall) | CPU s | pods/s (CPU) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     runs = [(5_000, 50_000, 200)]
