@@ -132,7 +132,8 @@ def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int
     return pending, len(report.bindings), elapsed, cpu
 
 
-def small_pod(name: str, cpu: str = "100m", group: str | None = None) -> Pod:
+def plain_pod(name: str, cpu: str = "100m", group: str | None = None) -> Pod:
+    """One container asking only for `cpu`; a member of PodGroup `group` when given (by our label)."""
     labels = {"scheduling.phalanx.dev/pod-group": group} if group else {}
     return Pod.model_validate(
         {
@@ -148,7 +149,7 @@ def small_pod(name: str, cpu: str = "100m", group: str | None = None) -> Pod:
 def backlog(objects: ClusterObjects, pods: int, gangs: int) -> None:
     """Pods that fit no node (100 CPU), and gangs that wait for members that never come (minCount 4, 2 members)."""
     for i in range(pods):
-        objects.pods[f"default/big-{i}"] = small_pod(f"big-{i}", cpu="100")
+        objects.pods[f"default/big-{i}"] = plain_pod(f"big-{i}", cpu="100")
     for g in range(gangs):
         name = f"waiting-{g}"
         objects.pod_groups[f"default/{name}"] = PodGroup.model_validate(
@@ -158,7 +159,7 @@ def backlog(objects: ClusterObjects, pods: int, gangs: int) -> None:
             }
         )
         for m in range(2):
-            objects.pods[f"default/{name}-{m}"] = small_pod(f"{name}-{m}", group=name)
+            objects.pods[f"default/{name}-{m}"] = plain_pod(f"{name}-{m}", group=name)
 
 
 def steady(nodes: int, passes: int = 20, per_pass: int = 1, pending: tuple[int, int] = (0, 0)) -> float:
@@ -175,7 +176,7 @@ def steady(nodes: int, passes: int = 20, per_pass: int = 1, pending: tuple[int, 
     spent = 0.0
     for i in range(passes + 3):
         for j in range(per_pass):
-            memory.create(small_pod(f"late-{i}-{j}"))
+            memory.create(plain_pod(f"late-{i}-{j}"))
         cpu = time.process_time()
         scheduler.schedule_pending()
         if i >= 3:  # the first passes after the big one warm the caches
