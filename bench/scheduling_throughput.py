@@ -37,7 +37,7 @@ import structlog
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.node import Node
-from scheduler.api.pod import Pod
+from scheduler.api.pod import POD_GROUP_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import ClusterObjects
@@ -95,7 +95,7 @@ def cluster(nodes: int, pods: int, gangs: int, gang_size: int) -> ClusterObjects
                         "namespace": "ml",
                         "uid": name,
                         "creationTimestamp": NOW,
-                        "labels": {"scheduling.phalanx.dev/pod-group": group},
+                        "labels": {POD_GROUP_LABEL: group},
                     },
                     "spec": {
                         "schedulerName": "phalanx-scheduler",
@@ -134,7 +134,7 @@ def measure(nodes: int, pods: int, gangs: int, gang_size: int = 16) -> tuple[int
 
 def plain_pod(name: str, cpu: str = "100m", group: str | None = None) -> Pod:
     """One container asking only for `cpu`; a member of PodGroup `group` when given (by our label)."""
-    labels = {"scheduling.phalanx.dev/pod-group": group} if group else {}
+    labels = {POD_GROUP_LABEL: group} if group else {}
     return Pod.model_validate(
         {
             "metadata": {"name": name, "namespace": "default", "uid": name, "creationTimestamp": NOW, "labels": labels},
