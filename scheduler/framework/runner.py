@@ -53,6 +53,7 @@ from scheduler.framework.feasibility import describe
 from scheduler.framework.hints import Sighting
 from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
 from scheduler.framework.ledger import Refusal
+from scheduler.framework.pending import Pending, PendingPods
 from scheduler.framework.placement import PlacementMemo
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, unit_queue
 from scheduler.framework.profile import Profile
@@ -68,10 +69,6 @@ DEFAULT_SCHEDULER = "default-scheduler"
 
 GROUP_SCHEDULED = "PodGroupScheduled"
 
-PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
-"""PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
-HELD = {"SchedulingGated": "gated", "WaitingForGang": "waiting"}
-"""A held pod's PodScheduled reason -> its state in `PassReport.pods`."""
 POD_STATES = ("gated", "waiting", "unschedulable", "backoff", "nominated")
 """What a pending pod waits for after a pass (kube-scheduler's `scheduler_pending_pods` queues, by cause)."""
 
@@ -90,13 +87,6 @@ class Binding:
 
 
 @dataclass(frozen=True, slots=True)
-class Pending:
-    pod: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class Attempt:
     """How a unit's placement went before preemption: members placed (with those bound before) of those it
     needs, kube-scheduler's FitError for the first member that fit nowhere ("" when every member fit), and the
@@ -106,31 +96,6 @@ class Attempt:
     needed: int
     fit_error: str
     bound: int
-
-
-@dataclass(slots=True)
-class Admission:
-    """A pending pod's PreEnqueue answer and what it was given for: the pod (its PodInfo), its PodGroup and how
-    many members existed. PreEnqueue plugins read nothing else, as kube-scheduler runs them only when a pod is
-    added or updated."""
-
-    info: PodInfo
-    group: PodGroup | None
-    members: int
-    reason: str | None
-    """The `PodScheduled=False` reason of a pod held back (`PENDING_REASONS`); None for one admitted."""
-    message: str
-    said: Pending | None = None
-    """What the pod's PodScheduled condition already says, as reported: the same object pass after pass."""
-    unit: SchedulingUnit | None = None
-    """A lone pod's unit, built once: the queue then knows it unchanged by identity."""
-
-    @classmethod
-    def of(cls, info: PodInfo, group: PodGroup | None, members: int, status: Status) -> Admission:
-        if status.is_success:
-            return cls(info, group, members, None, "")
-        reason = "SchedulerError" if status.code == Code.ERROR else PENDING_REASONS.get(status.plugin, "Unschedulable")
-        return cls(info, group, members, reason, status.message())
 
 
 @dataclass(slots=True)
@@ -188,14 +153,8 @@ class Scheduler:
         """Per configuration check, the findings of its last answer: those are not reported again."""
         self.reasons = ReasonBook()
         """What each pending unit was last told: a reason is said (logged, written, evented) when it changes."""
-        self._pods: dict[str, tuple[PodInfo, bool, bool]] = {}
-        """Each pod without a node at the last pass: its PodInfo, whether it is ours to schedule, whether it carries
-        our gate; read again only for a changed pod."""
-        self._held_told: dict[str, tuple[Pending, PodGroup | None, UnitReason]] = {}
-        """The held units the last pass told nothing new: the Pending and PodGroup it was from, what was said."""
-        self._admitted: dict[str, Admission] = {}
-        """Each pending pod's last PreEnqueue answer, kept while the pod, its PodGroup and the group's member count
-        stay as they were: 12,000 pending pods took 0.2 s a pass to admit again (issue 23)."""
+        self.waiting = PendingPods(self.is_ours, config.gate_name)
+        """Our pending pods, what PreEnqueue said of each and their units, kept between passes (`pending.py`)."""
 
     def is_ours(self, pod: Pod) -> bool:
         return self.all_schedulers or (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == self.config.scheduler_name
@@ -211,22 +170,23 @@ class Scheduler:
         objects = self.cluster.objects()
         self._take_refusals(objects, now)
         snapshot = build_snapshot(objects, now, self.config, self._cache)
+        self.waiting.update(snapshot)
         self._check_interrupted()
-        pending, gated = self._pending_pods(snapshot)
-        if self._remove_gang_gates(snapshot, gated):
+        if self._remove_gang_gates(snapshot, self.waiting.gated()):
             snapshot = build_snapshot(self.cluster.objects(), now, self.config, self._cache)
+            self.waiting.update(snapshot)
             self._check_interrupted()
-            pending, _ = self._pending_pods(snapshot)
         self._report_warnings(snapshot, report)
         self._snapshot_ready(snapshot)
-        self.queue.keep_refusals({info.group_key or info.key for info in pending}, now)
-        held: dict[str, str] = {}
-        units = self._units(pending, snapshot, report, held, self._running_preemption(objects))
+        self.queue.keep_refusals(self.waiting.units_pending(), now)
+        admitted = self.waiting.admit(snapshot, self._running_preemption(objects), self._pre_enqueue, self._say_pending)
+        report.pending += admitted.pending
+        units, held = admitted.units, admitted.held
         placed: set[str] = set()
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
         self.queue.sight(Sighting.of(snapshot))
-        order = self.queue.pop_order(units, now)
+        order = self.queue.pop_order(units, admitted.looked, now)
         report.retries, report.retries_avoided = self.queue.retries, self.queue.avoided
         for unit in order:
             self._check_interrupted()
@@ -240,10 +200,9 @@ class Scheduler:
                 self._unit_failed(unit, err, snapshot.now, report, placed)
         placed_infos = [snapshot.pods[key] for key in placed]
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
-        self._tell_held(snapshot, report, tried)
-        by_unit = self.queue.pools_by_unit()
-        self._summarise(units, held, placed, snapshot, report, pool_of_unit=by_unit)
-        report.pools = self.queue.pools(by_unit)
+        self._tell_held(snapshot, report, tried, admitted.looked)
+        self._summarise(units, admitted.members, held, placed, snapshot, report)
+        report.pools = self.queue.pools(gated=len(held))
         log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
         return report
 
@@ -267,67 +226,61 @@ class Scheduler:
             self.cluster.record_event(group, "Warning", "FailedScheduling", reason.message)
         return False
 
-    def _tell_held(self, snapshot: Snapshot, report: PassReport, tried: set[str]) -> None:
+    def _tell_held(self, snapshot: Snapshot, report: PassReport, tried: set[str], looked: set[str]) -> None:
         """Units whose pods PreEnqueue held back (gated, or waiting for their gang) and that were not tried: their
         reason is the first held member's. A group's condition says it only while none of its members is bound.
 
         A unit told the same, from the same Pending (kept by `Admission`) and PodGroup objects, with nothing
-        written, is only counted: 1,000 waiting gangs cost a pass 10 ms to tell again (issue 23)."""
-        told: set[str] = set()
+        written, is only counted; one not `looked` at again by `PendingPods` since is known the same without a
+        look: 1,000 waiting gangs cost a pass 10 ms to tell again (issue 23)."""
+        first = self.waiting.first_held
+        current = self.reasons.current
         told_now: dict[str, tuple[Pending, PodGroup | None, UnitReason]] = {}
-        for pending in report.pending:
-            if pending.reason not in HELD:
-                continue
-            info = snapshot.pods.get(pending.pod)
-            key = (info.group_key if info is not None else None) or pending.pod
-            if key in tried or key in told:
-                continue
-            told.add(key)
+        for key, kept in self.waiting.told.items():
+            if key in first and key not in looked and key not in tried and current.get(key) is kept[2]:
+                report.repeats[kept[2].reason] += 1  # as `_tell` counts it, with nothing to say or write
+                told_now[key] = kept
+        for key in [key for key in first if key not in told_now and key not in tried]:
+            pending = first[key]
             group = snapshot.groups.get(key)
             members = snapshot.members.get(key, [])
             fresh = group if group is not None and not any(m.node_name for m in members) else None
-            last = self._held_told.get(key)
-            if (
-                last is not None
-                and last[0] is pending
-                and last[1] is fresh
-                and self.reasons.current.get(key) is last[2]
-            ):
-                report.repeats[last[2].reason] += 1  # as `_tell` counts it, with nothing to say or write
+            last = self.waiting.told.get(key)
+            if last is not None and last[0] is pending and last[1] is fresh and current.get(key) is last[2]:
+                report.repeats[last[2].reason] += 1
                 told_now[key] = last
                 continue
+            info = snapshot.pods.get(pending.pod)
             queue = unit_queue(group, [info] if info is not None else []) or ""
             quiet = self._tell(key, fresh, UnitReason(PendingReason(pending.reason), pending.message, queue), report)
             if quiet:
-                told_now[key] = (pending, fresh, self.reasons.current[key])
-        self._held_told = told_now
+                told_now[key] = (pending, fresh, current[key])
+        self.waiting.told = told_now
 
     def _summarise(
         self,
-        units: list[SchedulingUnit],
+        units: dict[str, SchedulingUnit],
+        members: int,
         held: dict[str, str],
         placed: set[str],
         snapshot: Snapshot,
         report: PassReport,
-        pool_of_unit: dict[str, str],
     ) -> None:
-        """What is still pending after the pass: each unit's reason, and the pods by state (`pool_of_unit`: each
-        parked unit's pool, `SchedulingQueue.pools_by_unit`).
+        """What is still pending after the pass: each unit's reason, and the pods by state (`members`: the pods
+        in `units`).
 
-        Counted by unit at C speed (`Counter` over a `map`), then mended for the few pods placed or nominated: a
-        walk over 12,000 pending pods cost a pass 8 ms (issue 23)."""
-        pool = pool_of_unit.get
-        keys = [unit.key for unit in units]
+        Counted by the queue's pools (`SchedulingQueue.pods_by_pool`), then mended for the few pods placed or
+        nominated: a walk over 12,000 pending pods cost a pass 8 ms (issue 23)."""
+        pool = self.queue.pool_of
+        keys = units.keys()
         states: Counter[str | None] = Counter(held.values())
-        states.update(map(pool, keys))
-        for unit in [unit for unit in units if len(unit.members) > 1]:
-            states[pool(unit.key)] += len(unit.members) - 1
+        states.update(self.queue.pods_by_pool(units, members))
         gone: set[str] = set()
         for key in placed:
             unit_key = snapshot.pods[key].group_key or key
             states[pool(unit_key)] -= 1
             gone.add(unit_key)
-        admitted = self._admitted
+        admitted = self.waiting.admitted
         for info in snapshot.nominated:
             key = info.key
             if key in admitted and key not in held and key not in placed:
@@ -335,7 +288,7 @@ class Scheduler:
                 states["nominated"] += 1
         pending_units = set(keys)
         if gone:
-            pending_units -= {u.key for u in units if u.key in gone and all(m.key in placed for m in u.members)}
+            pending_units -= {key for key in gone if key in units and all(m.key in placed for m in units[key].members)}
         pods = snapshot.pods
         pending_units |= {pods[key].group_key or key for key in held}
         for state, count in states.items():
@@ -446,27 +399,6 @@ class Scheduler:
         reason = UnitReason(PendingReason.SCHEDULER_ERROR, message, queue)
         self._tell(unit.key, unit.group, reason, report, event=False)  # its Warning Event is above, on every failure
 
-    def _pending_pods(self, snapshot: Snapshot) -> tuple[list[PodInfo], list[PodInfo]]:
-        """The pods this scheduler has to place, and those of them that carry our gate."""
-        known, fresh = self._pods, {}
-        gate = self.config.gate_name
-        pending: list[PodInfo] = []
-        gated: list[PodInfo] = []
-        for info in snapshot.unbound:
-            key = info.key
-            facts = known.get(key)
-            if facts is None or facts[0] is not info:
-                pod = info.pod
-                ours = pod.metadata.deletion_timestamp is None and self.is_ours(pod)
-                facts = (info, ours, any(g.name == gate for g in pod.spec.scheduling_gates))
-            fresh[key] = facts
-            if facts[1]:
-                pending.append(info)
-                if facts[2]:
-                    gated.append(info)
-        self._pods = fresh
-        return pending, gated
-
     def _remove_gang_gates(self, snapshot: Snapshot, gated: list[PodInfo]) -> bool:
         """Remove our gate from every member of a ready gang (and from lone pods) of the pending pods that carry it;
         never a foreign one."""
@@ -495,54 +427,6 @@ class Scheduler:
         victims of a decision go at once (fuzz seed 284884 protected #3).
         """
         return set(objects.victims_in_flight.values())
-
-    def _units(
-        self,
-        pending: list[PodInfo],
-        snapshot: Snapshot,
-        report: PassReport,
-        held: dict[str, str],
-        preempting: set[str],
-    ) -> list[SchedulingUnit]:
-        """PreEnqueue every pending pod; group the admitted ones into units. `held` gets the state of each pod
-        PreEnqueue held back (`gated`, `waiting`). Units in `preempting` wait, as upstream's PreEnqueue holds
-        them (in the gated pool, their pods `nominated`, their reason unchanged), until their preemption's
-        deletions show."""
-        lone: list[SchedulingUnit] = []
-        grouped: dict[str, list[PodInfo]] = {}
-        self.queue.gated.clear()
-        admitted: dict[str, Admission] = {}
-        for info in pending:
-            if (info.group_key or info.key) in preempting:
-                self.queue.gated.add(info.key)
-                held[info.key] = "nominated"
-                continue
-            pod_group = snapshot.groups.get(info.group_key) if info.group_key is not None else None
-            count = len(snapshot.members.get(info.group_key, ())) if info.group_key is not None else 0
-            known = self._admitted.get(info.key)
-            if known is None or known.info is not info or known.group is not pod_group or known.members != count:
-                known = Admission.of(info, pod_group, count, self._pre_enqueue(info, snapshot))
-            admitted[info.key] = known
-            if known.reason is not None:
-                self.queue.gated.add(info.key)
-                held[info.key] = HELD.get(known.reason, "gated")
-                if known.said is not None:
-                    report.pending.append(known.said)
-                elif self._pending(info, known.reason, known.message, report):
-                    known.said = report.pending[-1]
-            elif info.group_key is None:
-                if known.unit is None:
-                    known.unit = SchedulingUnit(info.key, (info,), None, 1, info.priority, info.preemption_policy)
-                lone.append(known.unit)
-            else:
-                grouped.setdefault(info.group_key, []).append(info)
-        self._admitted = admitted
-        for key, members in grouped.items():
-            group = snapshot.groups[key]
-            ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
-            first = ordered[0]
-            lone.append(SchedulingUnit(key, ordered, group, group.min_count, first.priority, first.preemption_policy))
-        return lone
 
     def _pre_enqueue(self, info: PodInfo, snapshot: Snapshot) -> Status:
         for plugin in self.profile.pre_enqueue:
@@ -788,17 +672,20 @@ class Scheduler:
             code = PendingReason.UNSCHEDULABLE
         return UnitReason(code, first.message() + suffix, unit_queue(unit.group, unit.members) or "")
 
-    def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> bool:
-        """Report the pod pending, and write its PodScheduled condition if it says otherwise; whether it said so."""
-        report.pending.append(Pending(info.key, reason, message))
+    def _pending(self, info: PodInfo, reason: str, message: str, report: PassReport) -> None:
+        """Report the pod pending, and write its PodScheduled condition if it says otherwise."""
+        report.pending.append(self._say_pending(info, reason, message) or Pending(info.key, reason, message))
+
+    def _say_pending(self, info: PodInfo, reason: str, message: str) -> Pending | None:
+        """The Pending the pod's PodScheduled condition says already; None when it said otherwise and was written."""
         current = info.pod.condition("PodScheduled")
         if current is not None and current.reason == reason and current.message == message:
-            return True
+            return Pending(info.key, reason, message)
         condition = Condition(
             type="PodScheduled", status="False", reason=reason, message=message, last_transition_time=self.cluster.now()
         )
         self.cluster.set_pod_condition(info.pod, condition)
-        return False
+        return None
 
 
 WarningKey = tuple[str, str, str, str, str, str]

@@ -119,6 +119,12 @@ class Snapshot:
     back before the next build."""
     class_names: Collection[str | None] = ()
     """The priority class names the PodInfos of `pods` carry, counted by the snapshot builder."""
+    build: int = 0
+    """Which build of its `PodInfoCache` this snapshot is (0: built without one)."""
+    changed: Collection[str] | None = None
+    """The pods whose PodInfo this build charged or uncharged since the cache's previous build, in the order last
+    charged (`unbound`'s order): the pending pods are kept by difference from these (`framework/pending.py`).
+    None when not known: a first build, or a new node table or priority context, which charges every pod."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a

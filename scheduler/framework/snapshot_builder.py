@@ -78,6 +78,8 @@ class PodInfoCache:
         self._allocatable: dict[str, tuple[Node, dict[str, int]]] = {}
         self.base: _Base | None = None
         """The last refresh's snapshot state, which the next `build_snapshot` updates by difference."""
+        self.builds = 0
+        """Snapshots built from this cache (`Snapshot.build`)."""
 
     def info(self, pod: Pod, objects: ClusterObjects, now: datetime) -> PodInfo:
         cached = self._infos.get(pod.key)
@@ -228,6 +230,8 @@ class _Base:
     that were `overlaid` then."""
     mark: int = 0
     overlaid: frozenset[str] = frozenset()
+    touched: dict[str, None] = field(default_factory=dict)
+    """The pods the current build charged or uncharged, in the order last charged (`Snapshot.changed`)."""
 
 
 def _node_table(
@@ -317,6 +321,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
     if info is None:
         return
     del base.infos[key]
+    base.touched[key] = None
     _count(base.class_names, info.priority_class_name, -1)
     base.unbound.pop(key, None)
     if info.group_key is not None:
@@ -346,6 +351,8 @@ def _charge(
         return
     info = cache.info(pod, objects, now)
     base.infos[key] = info
+    base.touched.pop(key, None)
+    base.touched[key] = None
     _count(base.class_names, info.priority_class_name, 1)
     if info.group_key is not None:
         base.members.setdefault(info.group_key, []).append(info)
@@ -445,8 +452,11 @@ def build_snapshot(
     the base's own, which the next build brings up to date (`Snapshot`).
     """
     cache = cache or PodInfoCache()
+    previous = cache.base
     regrouped = cache.begin(objects)
     base = _refresh_nodes(objects, cache)
+    base.touched = {}
+    cache.builds += 1
     _restore(base)
     delta = _Delta()
     charges = base.charges
@@ -494,4 +504,6 @@ def build_snapshot(
         static_masks=base.static_masks,
         replaced=base.replaced,
         class_names=base.class_names.keys(),
+        build=cache.builds,
+        changed=base.touched.keys() if base is previous else None,
     )

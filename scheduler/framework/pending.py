@@ -1,0 +1,261 @@
+"""The pods waiting for this scheduler, their PreEnqueue answers and their units, kept by difference between passes.
+
+With 10,000 pods that fit nowhere and 1,000 waiting gangs pending, walking every pending pod each pass to find
+ours, admit it again and group it into its unit was most of a pass that places 20 pods (issue 23).
+kube-scheduler keeps its queue from events; this keeps ours from the pods a snapshot says its build changed
+(`Snapshot.changed`), the PodGroups replaced since, and the units whose preemption started or ended: only the
+units those belong to are looked at again. A snapshot that does not say what changed (a first build, a new node
+table) or a build this missed has every unit looked at again; so does a pass that failed half-way through.
+
+A unit's pods are admitted as before (`Admission`, kept while the pod, its PodGroup and the group's member count
+stay as they were); what changes is only which units are visited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from scheduler.api.pod import Pod
+from scheduler.api.pod_group import PodGroup
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.reasons import UnitReason
+from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.status import Code, Status
+
+PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
+"""PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
+HELD = {"SchedulingGated": "gated", "WaitingForGang": "waiting"}
+"""A held pod's PodScheduled reason -> its state in `PassReport.pods`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    pod: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Admission:
+    """A pending pod's PreEnqueue answer and what it was given for: the pod (its PodInfo), its PodGroup and how
+    many members existed. PreEnqueue plugins read nothing else, as kube-scheduler runs them only when a pod is
+    added or updated."""
+
+    info: PodInfo
+    group: PodGroup | None
+    members: int
+    reason: str | None
+    """The `PodScheduled=False` reason of a pod held back (`PENDING_REASONS`); None for one admitted."""
+    message: str
+    said: Pending | None = None
+    """What the pod's PodScheduled condition already says, as reported: the same object pass after pass."""
+    unit: SchedulingUnit | None = None
+    """A lone pod's unit, built once: the queue then knows it unchanged by identity."""
+
+    @classmethod
+    def of(cls, info: PodInfo, group: PodGroup | None, members: int, status: Status) -> Admission:
+        if status.is_success:
+            return cls(info, group, members, None, "")
+        reason = "SchedulerError" if status.code == Code.ERROR else PENDING_REASONS.get(status.plugin, "Unschedulable")
+        return cls(info, group, members, reason, status.message())
+
+
+PreEnqueue = Callable[[PodInfo, Snapshot], Status]
+"""The profile's PreEnqueue plugins, in order: the first refusal, or success."""
+Tell = Callable[[PodInfo, str, str], Pending | None]
+"""Report a held pod pending with a reason and message, writing its condition if it says otherwise: the Pending
+reported when the condition already said it, None when it had to be written."""
+
+
+@dataclass(slots=True)
+class Admitted:
+    """One pass's answer: the units to try, and the pods held back."""
+
+    units: dict[str, SchedulingUnit]
+    looked: set[str]
+    """The units looked at again: any other is the same object as at the last pass."""
+    members: int
+    """The pods in `units`."""
+    held: dict[str, str]
+    """Each pod PreEnqueue held back, or whose unit's preemption is still being sent: `gated`, `waiting` or
+    `nominated`."""
+    pending: list[Pending]
+    """The held pods' Pendings, to report."""
+
+
+class PendingPods:
+    """The unbound pods a snapshot shows, ours among them, and what PreEnqueue said of each, by unit."""
+
+    def __init__(self, is_ours: Callable[[Pod], bool], gate: str) -> None:
+        self._is_ours = is_ours
+        self._gate = gate
+        self._build = -1
+        self._all = True
+        """Every unit must be looked at again (nothing is known, or the last look failed half-way)."""
+        self._pods: dict[str, PodInfo] = {}
+        """Our pending pods: without a node, not being deleted."""
+        self._ours: dict[str, dict[str, PodInfo]] = {}
+        """Our pending pods by unit (the PodGroup's key, or the lone pod's)."""
+        self._gated: dict[str, PodInfo] = {}
+        """Those of our pending pods that carry our gate, in the snapshot's order."""
+        self._dirty: set[str] = set()
+        """Units to look at again at the next `admit`."""
+        self._groups: dict[str, PodGroup] = {}
+        self._counts: dict[str, int] = {}
+        """The PodGroups and their member counts at the last `admit`: a change to either may change an answer."""
+        self._preempting: set[str] = set()
+        self.admitted: dict[str, Admission] = {}
+        """Each pending pod's last PreEnqueue answer, of the units not preempting."""
+        self._held: dict[str, str] = {}
+        """`Admitted.held`, kept."""
+        self._said: dict[str, Pending] = {}
+        """The held pods whose condition says why already: reported each pass without a look."""
+        self._unsaid: set[str] = set()
+        """Units with a held pod whose condition had to be written: told again at each pass until it shows."""
+        self._visited: dict[str, list[str]] = {}
+        """The pods each unit's last look recorded answers for."""
+        self._units: dict[str, SchedulingUnit] = {}
+        self._members = 0
+        """`Admitted.units` and `Admitted.members`, kept."""
+        self.first_held: dict[str, Pending] = {}
+        """Each unit's first pod held gated or waiting for its gang (`HELD`), as reported: what the unit is told."""
+        self.told: dict[str, tuple[Pending, PodGroup | None, UnitReason]] = {}
+        """The held units the last pass told nothing new: the Pending and PodGroup it was from, what was said
+        (`Scheduler._tell_held`)."""
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Bring the unbound pods up to `snapshot` (call it after every build from the scheduler's cache)."""
+        changed = snapshot.changed
+        if changed is None or snapshot.build != self._build + 1:
+            self._pods, self._ours, self._gated = {}, {}, {}
+            self._all = True
+            for info in snapshot.unbound:
+                self._add(info)
+        else:
+            pods = snapshot.pods
+            for key in changed:
+                old = self._pods.pop(key, None)
+                if old is not None:
+                    self._remove(old)
+                now = pods.get(key)
+                if now is not None and now.node_name is None:
+                    self._add(now)
+                elif now is not None and now.group_key is not None:  # a member bound: the group's tale changes
+                    self._dirty.add(now.group_key)
+        self._build = snapshot.build
+
+    def _add(self, info: PodInfo) -> None:
+        pod = info.pod
+        if pod.metadata.deletion_timestamp is not None or not self._is_ours(pod):
+            return
+        self._pods[info.key] = info
+        unit = info.group_key or info.key
+        self._ours.setdefault(unit, {})[info.key] = info
+        self._dirty.add(unit)
+        if any(g.name == self._gate for g in pod.spec.scheduling_gates):
+            self._gated[info.key] = info
+
+    def _remove(self, info: PodInfo) -> None:
+        unit = info.group_key or info.key
+        pods = self._ours[unit]
+        del pods[info.key]
+        if not pods:
+            del self._ours[unit]
+        self._dirty.add(unit)
+        self._gated.pop(info.key, None)
+
+    def gated(self) -> list[PodInfo]:
+        """Our pending pods that carry our gate."""
+        return list(self._gated.values())
+
+    def units_pending(self) -> Collection[str]:
+        """The units with a pod of ours pending."""
+        return self._ours.keys()
+
+    def admit(self, snapshot: Snapshot, preempting: set[str], pre_enqueue: PreEnqueue, tell: Tell) -> Admitted:
+        """PreEnqueue the pods of the units that changed, and group the admitted ones into units. Units in
+        `preempting` wait, as upstream's PreEnqueue holds them, until their preemption's deletions show."""
+        groups = snapshot.groups
+        if self._all:
+            dirty = set(self._ours) | set(self._visited)
+        else:
+            dirty = self._dirty | self._unsaid | (preempting ^ self._preempting)
+            last = self._groups
+            dirty.update(key for key, group in groups.items() if last.get(key) is not group)
+            dirty.update(key for key in last if key not in groups)
+            counted = self._counts
+            dirty.update(key for key, members in snapshot.members.items() if counted.get(key) != len(members))
+            dirty.update(key for key in counted if key not in snapshot.members)
+        self._all = True  # until this look is done: one that fails half-way is done again in full
+        told: list[Pending] = []
+        for unit in sorted(dirty):
+            told += self._look(unit, snapshot, unit in preempting, pre_enqueue, tell)
+        self._groups, self._preempting, self._dirty = dict(groups), set(preempting), set()
+        self._counts = {key: len(members) for key, members in snapshot.members.items()}
+        self._all = False
+        return Admitted(dict(self._units), dirty, self._members, dict(self._held), [*told, *self._said.values()])
+
+    def _look(
+        self, unit: str, snapshot: Snapshot, preempting: bool, pre_enqueue: PreEnqueue, tell: Tell
+    ) -> list[Pending]:
+        """Answer again for one unit's pods (each answer kept while its inputs are the same); returns the
+        Pendings reported for held pods whose condition had to be written."""
+        known: dict[str, Admission] = {}
+        for key in self._visited.pop(unit, ()):
+            previous = self.admitted.pop(key, None)
+            if previous is not None:
+                known[key] = previous
+            self._held.pop(key, None)
+            self._said.pop(key, None)
+        gone = self._units.pop(unit, None)
+        self._members -= len(gone.members) if gone is not None else 0
+        self._unsaid.discard(unit)
+        self.first_held.pop(unit, None)
+        pods = self._ours.get(unit)
+        if not pods:
+            return []
+        visited = list(pods)
+        self._visited[unit] = visited
+        if preempting:
+            for key in visited:
+                self._held[key] = "nominated"
+            return []
+        told: list[Pending] = []
+        members: list[PodInfo] = []
+        for key, info in pods.items():
+            group = snapshot.groups.get(info.group_key) if info.group_key is not None else None
+            count = len(snapshot.members.get(info.group_key, ())) if info.group_key is not None else 0
+            answer = known.get(key)
+            if answer is None or answer.info is not info or answer.group is not group or answer.members != count:
+                answer = Admission.of(info, group, count, pre_enqueue(info, snapshot))
+            self.admitted[key] = answer
+            if answer.reason is not None:
+                self._held[key] = HELD.get(answer.reason, "gated")
+                if answer.said is None:
+                    answer.said = tell(info, answer.reason, answer.message)
+                pending = answer.said
+                if pending is None:
+                    pending = Pending(key, answer.reason, answer.message)
+                    told.append(pending)
+                    self._unsaid.add(unit)
+                else:
+                    self._said[key] = pending
+                if answer.reason in HELD and unit not in self.first_held:
+                    self.first_held[unit] = pending
+            elif info.group_key is None:
+                if answer.unit is None:
+                    answer.unit = SchedulingUnit(key, (info,), None, 1, info.priority, info.preemption_policy)
+                self._units[unit] = answer.unit
+                self._members += 1
+            else:
+                members.append(info)
+        if members:
+            group = snapshot.groups[unit]
+            ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
+            first = ordered[0]
+            self._units[unit] = SchedulingUnit(
+                unit, ordered, group, group.min_count, first.priority, first.preemption_policy
+            )
+            self._members += len(ordered)
+        return told
