@@ -102,8 +102,10 @@ class PendingPods:
         self._dirty: set[str] = set()
         """Units to look at again at the next `admit`."""
         self._groups: dict[str, PodGroup] = {}
-        self._counts: dict[str, int] = {}
-        """The PodGroups and their member counts at the last `admit`: a change to either may change an answer."""
+        """The PodGroups at the last `admit`: a replaced one may change an answer."""
+        self._changed_groups: set[str] = set()
+        """The PodGroups whose members changed since the last `admit` (`Snapshot.changed_groups`): their member
+        count may have, which may change an answer."""
         self._preempting: set[str] = set()
         self.admitted: dict[str, Admission] = {}
         """Each pending pod's last PreEnqueue answer, of the units not preempting."""
@@ -141,8 +143,7 @@ class PendingPods:
                 now = pods.get(key)
                 if now is not None and now.node_name is None:
                     self._add(now)
-                elif now is not None and now.group_key is not None:  # a member bound: the group's tale changes
-                    self._dirty.add(now.group_key)
+            self._changed_groups.update(snapshot.changed_groups)  # a member bound, added or gone
         self._build = snapshot.build
 
     def _add(self, info: PodInfo) -> None:
@@ -173,6 +174,11 @@ class PendingPods:
         """The units with a pod of ours pending."""
         return self._ours.keys()
 
+    def pods_of(self, unit: str) -> Collection[str]:
+        """The unit's pods of ours pending."""
+        pods = self._ours.get(unit)
+        return pods.keys() if pods is not None else ()
+
     def admit(self, snapshot: Snapshot, preempting: set[str], pre_enqueue: PreEnqueue, tell: Tell) -> Admitted:
         """PreEnqueue the pods of the units that changed, and group the admitted ones into units. Units in
         `preempting` wait, as upstream's PreEnqueue holds them, until their preemption's deletions show."""
@@ -181,18 +187,16 @@ class PendingPods:
             dirty = set(self._ours) | set(self._visited)
         else:
             dirty = self._dirty | self._unsaid | (preempting ^ self._preempting)
+            dirty.update(self._changed_groups)
             last = self._groups
-            dirty.update(key for key, group in groups.items() if last.get(key) is not group)
-            dirty.update(key for key in last if key not in groups)
-            counted = self._counts
-            dirty.update(key for key, members in snapshot.members.items() if counted.get(key) != len(members))
-            dirty.update(key for key in counted if key not in snapshot.members)
+            if groups != last:  # the same objects compare at C speed: most passes
+                dirty.update(key for key, group in groups.items() if last.get(key) is not group)
+                dirty.update(key for key in last if key not in groups)
         self._all = True  # until this look is done: one that fails half-way is done again in full
         told: list[Pending] = []
         for unit in sorted(dirty):
             told += self._look(unit, snapshot, unit in preempting, pre_enqueue, tell)
-        self._groups, self._preempting, self._dirty = dict(groups), set(preempting), set()
-        self._counts = {key: len(members) for key, members in snapshot.members.items()}
+        self._groups, self._preempting, self._dirty, self._changed_groups = dict(groups), set(preempting), set(), set()
         self._all = False
         return Admitted(dict(self._units), dirty, self._members, dict(self._held), [*told, *self._said.values()])
 

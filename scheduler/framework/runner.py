@@ -272,7 +272,6 @@ class Scheduler:
         Counted by the queue's pools (`SchedulingQueue.pods_by_pool`), then mended for the few pods placed or
         nominated: a walk over 12,000 pending pods cost a pass 8 ms (issue 23)."""
         pool = self.queue.pool_of
-        keys = units.keys()
         states: Counter[str | None] = Counter(held.values())
         states.update(self.queue.pods_by_pool(units, members))
         gone: set[str] = set()
@@ -286,15 +285,17 @@ class Scheduler:
             if key in admitted and key not in held and key not in placed:
                 states[pool(info.group_key or key)] -= 1
                 states["nominated"] += 1
-        pending_units = set(keys)
-        if gone:
-            pending_units -= {key for key in gone if key in units and all(m.key in placed for m in units[key].members)}
-        pods = snapshot.pods
-        pending_units |= {pods[key].group_key or key for key in held}
+        done = {
+            key
+            for key in gone
+            if key in units
+            and all(m.key in placed for m in units[key].members)
+            and not any(pod in held for pod in self.waiting.pods_of(key))
+        }
         for state, count in states.items():
             if count:
                 report.pods[state or "active"] += count
-        self.reasons.keep(pending_units)
+        self.reasons.keep(self.waiting.units_pending(), done)
         report.reasons = dict(self.reasons.current)
         report.units = dict(self.reasons.by_label)
 

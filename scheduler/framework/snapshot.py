@@ -125,6 +125,12 @@ class Snapshot:
     """The pods whose PodInfo this build charged or uncharged since the cache's previous build, in the order last
     charged (`unbound`'s order): the pending pods are kept by difference from these (`framework/pending.py`).
     None when not known: a first build, or a new node table or priority context, which charges every pod."""
+    changed_groups: Collection[str] = ()
+    """The PodGroups of the pods in `changed`, before and after: those whose members may have changed."""
+    group_class_names: Collection[str | None] = ()
+    """The priority class names the PodGroups name."""
+    queued_groups: Collection[str] = ()
+    """The PodGroups that name a queue."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
@@ -226,4 +232,6 @@ class Snapshot:
             queues=self.queues,
             config=self.config,
             class_names=self.class_names,
+            group_class_names=self.group_class_names,
+            queued_groups=self.queued_groups,
         )

@@ -73,6 +73,11 @@ class PodInfoCache:
     def __init__(self) -> None:
         self._infos: dict[str, tuple[Pod, PodInfo]] = {}
         self._groups: dict[str, tuple[int | None, str | None]] = {}
+        self._group_objects: dict[str, PodGroup] = {}
+        self.group_class_names: frozenset[str | None] = frozenset()
+        """The priority class names the PodGroups name (`Snapshot.group_class_names`)."""
+        self.queued_groups: tuple[str, ...] = ()
+        """The PodGroups that name a queue (`Snapshot.queued_groups`)."""
         self._classes: tuple[object, ...] = ()
         self._request_memo: dict[object, dict[str, int]] = {}
         self._allocatable: dict[str, tuple[Node, dict[str, int]]] = {}
@@ -146,7 +151,12 @@ class PodInfoCache:
         classes = tuple(
             (name, c.value, c.global_default, c.preemption_policy) for name, c in objects.priority_classes.items()
         )
-        groups = {key: (g.spec.priority, g.spec.priority_class_name) for key, g in objects.pod_groups.items()}
+        groups = self._groups
+        if objects.pod_groups != self._group_objects:  # the same objects compare at C speed: most passes
+            groups = {key: (g.spec.priority, g.spec.priority_class_name) for key, g in objects.pod_groups.items()}
+            self._group_objects = dict(objects.pod_groups)
+            self.group_class_names = frozenset(name for _, name in groups.values())
+            self.queued_groups = tuple(key for key, g in objects.pod_groups.items() if g.spec.queue_name)
         changed: set[str] = set()
         if classes != self._classes:
             self._infos.clear()
@@ -213,6 +223,7 @@ class _Base:
     """The PodInfos of `infos` without a node, in the same order."""
     running: list[list[PodInfo]] = field(default_factory=list)
     members: dict[str, list[PodInfo]] = field(default_factory=dict)
+    """Each group's pods; a list is replaced, never changed in place, so a snapshot shares them."""
     nominated: dict[str, PodInfo] = field(default_factory=dict)
     queued: dict[str, PodInfo] = field(default_factory=dict)
     charges: dict[str, _Charge] = field(default_factory=dict)
@@ -232,6 +243,8 @@ class _Base:
     overlaid: frozenset[str] = frozenset()
     touched: dict[str, None] = field(default_factory=dict)
     """The pods the current build charged or uncharged, in the order last charged (`Snapshot.changed`)."""
+    touched_groups: set[str] = field(default_factory=set)
+    """The PodGroups of those pods, before and after (`Snapshot.changed_groups`)."""
 
 
 def _node_table(
@@ -322,12 +335,15 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
         return
     del base.infos[key]
     base.touched[key] = None
+    if info.group_key is not None:
+        base.touched_groups.add(info.group_key)
     _count(base.class_names, info.priority_class_name, -1)
     base.unbound.pop(key, None)
     if info.group_key is not None:
-        group = base.members[info.group_key]
-        _remove_identical(group, info)
-        if not group:
+        group = _without(base.members[info.group_key], info)
+        if group:
+            base.members[info.group_key] = group
+        else:
             del base.members[info.group_key]
     if charge.row is not None:
         base.running[charge.row] = _without(base.running[charge.row], info)
@@ -353,9 +369,11 @@ def _charge(
     base.infos[key] = info
     base.touched.pop(key, None)
     base.touched[key] = None
+    if info.group_key is not None:
+        base.touched_groups.add(info.group_key)
     _count(base.class_names, info.priority_class_name, 1)
     if info.group_key is not None:
-        base.members.setdefault(info.group_key, []).append(info)
+        base.members[info.group_key] = [*base.members.get(info.group_key, ()), info]
     if QUEUE_LABEL in pod.metadata.labels:
         base.queued[key] = info
     row: int | None = None
@@ -455,7 +473,7 @@ def build_snapshot(
     previous = cache.base
     regrouped = cache.begin(objects)
     base = _refresh_nodes(objects, cache)
-    base.touched = {}
+    base.touched, base.touched_groups = {}, set()
     cache.builds += 1
     _restore(base)
     delta = _Delta()
@@ -498,7 +516,7 @@ def build_snapshot(
         pdbs=tuple(objects.pdbs.values()),
         queues=dict(objects.queues),
         config=config,
-        members={key: list(pods) for key, pods in base.members.items()},
+        members=dict(base.members),
         nominated=list(base.nominated.values()),
         queued=list(base.queued.values()),
         static_masks=base.static_masks,
@@ -506,4 +524,7 @@ def build_snapshot(
         class_names=base.class_names.keys(),
         build=cache.builds,
         changed=base.touched.keys() if base is previous else None,
+        changed_groups=base.touched_groups,
+        group_class_names=cache.group_class_names,
+        queued_groups=cache.queued_groups,
     )

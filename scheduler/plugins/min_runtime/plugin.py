@@ -74,7 +74,7 @@ class MinRuntime:
         groups, queues = snapshot.groups, snapshot.queues
         # Only pods that can name a queue: members of a group with a queue, and pods with the queue
         # label. Walking every pod here cost ~10 ms a pass at 10,000 pods (issue 12).
-        named = [info for key, g in groups.items() if g.spec.queue_name for info in snapshot.members.get(key, ())]
+        named = [info for key in snapshot.queued_groups for info in snapshot.members.get(key, ())]
         for info in [*named, *snapshot.queued]:
             if info.node_name is None:
                 continue
