@@ -101,6 +101,9 @@ class PendingPods:
         """Those of our pending pods that carry our gate, in the snapshot's order."""
         self._dirty: set[str] = set()
         """Units to look at again at the next `admit`."""
+        self._departed: set[str] = set()
+        self._departed_all = True
+        """The units left with no pod of ours pending since the last `departed`, or True: not known."""
         self._groups: dict[str, PodGroup] = {}
         """The PodGroups at the last `admit`: a replaced one may change an answer."""
         self._changed_groups: set[str] = set()
@@ -131,7 +134,7 @@ class PendingPods:
         changed = snapshot.changed
         if changed is None or snapshot.build != self._build + 1:
             self._pods, self._ours, self._gated = {}, {}, {}
-            self._all = True
+            self._all = self._departed_all = True
             for info in snapshot.unbound:
                 self._add(info)
         else:
@@ -163,6 +166,7 @@ class PendingPods:
         del pods[info.key]
         if not pods:
             del self._ours[unit]
+            self._departed.add(unit)
         self._dirty.add(unit)
         self._gated.pop(info.key, None)
 
@@ -173,6 +177,13 @@ class PendingPods:
     def units_pending(self) -> Collection[str]:
         """The units with a pod of ours pending."""
         return self._ours.keys()
+
+    def departed(self) -> set[str] | None:
+        """The units with no pod of ours pending any more since the last call; None when not known (every
+        pending pod was looked at again since)."""
+        gone = None if self._departed_all else {unit for unit in self._departed if unit not in self._ours}
+        self._departed, self._departed_all = set(), False
+        return gone
 
     def pods_of(self, unit: str) -> Collection[str]:
         """The unit's pods of ours pending."""

@@ -80,6 +80,9 @@ class SchedulingQueue:
         """The other parked units, by the change count they were parked (or last looked at) against: looked at
         once the count moved on, as the old rule's count of avoided retries needs."""
         self._due: list[tuple[datetime, str]] = []
+        self._popped: set[str] = set()
+        """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
+        leave not parked."""
         """A heap of the other parked units whose old-rule backoff (`old_due`) was still running when looked at."""
 
     def _seconds(self, attempts: int) -> timedelta:
@@ -178,7 +181,8 @@ class SchedulingQueue:
         self.avoided = 0
         for key in self._parked.keys() - units.keys():
             self._drop(key)
-        looks = (units.keys() - self._parked.keys()) | self._awake
+        fresh = units.keys() - self._parked.keys()
+        looks = fresh | self._awake
         looks.update(changed)
         epoch = self._epoch
         for counted in [e for e in self._asleep if e != epoch]:
@@ -208,6 +212,7 @@ class SchedulingQueue:
                     self._awake.add(key)
             elif parked is not None:
                 self._file(key, parked, now)
+        self._popped = fresh.union(unit.key for unit in ready)
         return sorted(ready, key=unit_order)
 
     def _ready(self, unit: SchedulingUnit, now: datetime) -> bool:
@@ -320,10 +325,10 @@ class SchedulingQueue:
         return {"backoff": backoff, "unschedulable": len(self._parked) - backoff, "gated": gated}
 
     def pods_by_pool(self, units: dict[str, SchedulingUnit], pods: int) -> Counter[str | None]:
-        """The `pods` of `units` by the pool of their unit (`pool_of`), counted from the few units not parked or
-        backing off: the rest are unschedulable."""
+        """The `pods` of the last `pop_order`'s `units` by the pool of their unit (`pool_of`), counted from the few
+        units not parked (among those it popped or never saw parked) or backing off: the rest are unschedulable."""
         counted: Counter[str | None] = Counter()
-        counted[None] = sum(len(units[key].members) for key in units.keys() - self._parked.keys())
+        counted[None] = sum(len(units[key].members) for key in self._popped if key in units and key not in self._parked)
         counted["backoff"] = sum(
             len(units[key].members) for key in self._awake if key in units and self.pool_of(key) == "backoff"
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -96,9 +96,13 @@ class ReasonBook:
         return True
 
     def keep(self, pending: Collection[str], done: set[str]) -> None:
-        """Forget the units no longer pending (bound or gone), and those `done` since `pending` was counted: a
-        unit that comes back starts afresh."""
-        for unit in (self.current.keys() - pending) | (self.current.keys() & done):  # set arithmetic: 11,000 units
-            self._uncount(self.current.pop(unit))
-        for unit in (self._buckets.keys() - pending) | (self._buckets.keys() & done):
-            del self._buckets[unit]
+        """Forget the units not `pending` (bound or gone), and those `done` since `pending` was counted."""
+        self.forget((self.current.keys() - pending) | (self._buckets.keys() - pending) | done)
+
+    def forget(self, units: Iterable[str]) -> None:
+        """Forget these units (bound or gone): one that comes back starts afresh."""
+        for unit in units:
+            reason = self.current.pop(unit, None)
+            if reason is not None:
+                self._uncount(reason)
+            self._buckets.pop(unit, None)
