@@ -1,7 +1,8 @@
 """The scheduler's main loop, one pass at a time, on any `Cluster` back end (memory or kube).
 
 A pass: read the cluster, remove our gang gate from gangs that became ready, build a Snapshot, run
-PreEnqueue on the pending pods that changed (the rest are kept from pass to pass: `pending.py`), then pop units (a lone pod, or every pending member of a PodGroup) in priority order and
+PreEnqueue on the pending pods that changed (the others' answers are kept from pass to pass:
+`pending.py`), then pop units (a lone pod, or every pending member of a PodGroup) in priority order and
 place each one on the snapshot (static mask cached per pod shape, resource fit, score). A gang binds
 only if at least `minCount` members are placed, else its trial placements are rolled back. A unit
 that does not fit runs the PostFilter plugins, for the members still pending (never one bound in this
