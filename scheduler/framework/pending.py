@@ -31,6 +31,8 @@ HELD = {"SchedulingGated": "gated", "WaitingForGang": "waiting"}
 
 @dataclass(frozen=True, slots=True)
 class Pending:
+    """A pending pod as a pass reports it: the reason and message of its PodScheduled condition."""
+
     pod: str
     reason: str
     message: str
