@@ -80,10 +80,10 @@ class SchedulingQueue:
         """The other parked units, by the change count they were parked (or last looked at) against: looked at
         once the count moved on, as the old rule's count of avoided retries needs."""
         self._due: list[tuple[datetime, str]] = []
+        """A heap of the other parked units whose old-rule backoff (`old_due`) was still running when looked at."""
         self._popped: set[str] = set()
         """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
         leave not parked."""
-        """A heap of the other parked units whose old-rule backoff (`old_due`) was still running when looked at."""
 
     def _seconds(self, attempts: int) -> timedelta:
         return timedelta(seconds=min(self._initial * 2 ** (attempts - 1), self._max))

@@ -223,7 +223,9 @@ class _Base:
     """The PodInfos of `infos` without a node, in the same order."""
     running: list[list[PodInfo]] = field(default_factory=list)
     members: dict[str, list[PodInfo]] = field(default_factory=dict)
-    """Each group's pods; a list is replaced, never changed in place, so a snapshot shares them."""
+    shown_members: dict[str, list[PodInfo]] = field(default_factory=dict)
+    """`members` as the snapshots show them: a group's list copied again only by a build that changed its members
+    (`touched_groups`), so a pass does not copy every group's, nor a new base each list once per member."""
     nominated: dict[str, PodInfo] = field(default_factory=dict)
     queued: dict[str, PodInfo] = field(default_factory=dict)
     charges: dict[str, _Charge] = field(default_factory=dict)
@@ -340,10 +342,9 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
     _count(base.class_names, info.priority_class_name, -1)
     base.unbound.pop(key, None)
     if info.group_key is not None:
-        group = _without(base.members[info.group_key], info)
-        if group:
-            base.members[info.group_key] = group
-        else:
+        group = base.members[info.group_key]
+        _remove_identical(group, info)
+        if not group:
             del base.members[info.group_key]
     if charge.row is not None:
         base.running[charge.row] = _without(base.running[charge.row], info)
@@ -373,7 +374,7 @@ def _charge(
         base.touched_groups.add(info.group_key)
     _count(base.class_names, info.priority_class_name, 1)
     if info.group_key is not None:
-        base.members[info.group_key] = [*base.members.get(info.group_key, ()), info]
+        base.members.setdefault(info.group_key, []).append(info)
     if QUEUE_LABEL in pod.metadata.labels:
         base.queued[key] = info
     row: int | None = None
@@ -403,6 +404,18 @@ def _count(counter: Counter[str | None], name: str | None, by: int) -> None:
         counter[name] = left
     else:
         del counter[name]
+
+
+def _shown_members(base: _Base) -> dict[str, list[PodInfo]]:
+    """The snapshot's `members`: the lists of the groups this build changed copied, the others shared."""
+    shown = base.shown_members
+    for key in base.touched_groups:
+        pods = base.members.get(key)
+        if pods:
+            shown[key] = list(pods)
+        else:
+            shown.pop(key, None)
+    return dict(shown)
 
 
 def _restore(base: _Base) -> None:
@@ -516,7 +529,7 @@ def build_snapshot(
         pdbs=tuple(objects.pdbs.values()),
         queues=dict(objects.queues),
         config=config,
-        members=dict(base.members),
+        members=_shown_members(base),
         nominated=list(base.nominated.values()),
         queued=list(base.queued.values()),
         static_masks=base.static_masks,
