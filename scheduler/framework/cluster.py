@@ -28,10 +28,10 @@ from scheduler.framework.ledger import Ledger
 
 
 class ChangeFeed(Protocol):
-    """Which pods changed since an earlier read (the kube back end's pods informer, `kube.marks`)."""
+    """Which objects of a kind changed since an earlier read (the kube back end's informers, `kube.marks`)."""
 
     def changed_since(self, mark: int) -> set[str] | None:
-        """Keys of pods added, changed or deleted after `mark` (a superset), or None: compare every pod."""
+        """Keys of objects added, changed or deleted after `mark` (a superset), or None: compare every one."""
 
 
 @dataclass(slots=True)
@@ -56,6 +56,9 @@ class ClusterObjects:
     """The feed's mark `pods` was read at."""
     overlaid: frozenset[str] = frozenset()
     """Pods shown as the writes in flight make them, not as the feed has them: they change without a mark."""
+    node_feed: ChangeFeed | None = None
+    """As `pod_feed`, for `nodes`: a pass then looks only at the Nodes replaced since the last one."""
+    node_mark: int = 0
 
 
 def unit_of(pod: Pod) -> str:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from scheduler.api.node import Node
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, Snapshot, replaced_rows
+from scheduler.framework.snapshot import IntArray, Snapshot, changed_rows
 
 NO_PRIORITY = -(2**63)
 
@@ -160,10 +160,8 @@ def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None, bool]:
     """
     left = terminating = False
     lowest: int | None = None
-    for row in replaced_rows(before.running, after.running):
+    for row in changed_rows(before.running, after.running):
         was, now = before.running[row], after.running[row]
-        if len(was) == len(now) and list(map(id, was)) == list(map(id, now)):
-            continue
         old = {p.key: p for p in was}
         new = {p.key for p in now}
         left = left or any(key not in new for key in old)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import compress
-from operator import is_not
+from operator import is_, is_not
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,16 @@ def replaced_rows(before: Sequence[object], after: Sequence[object]) -> list[int
     if len(before) != len(after):
         raise ValueError(f"rows differ in number: {len(before)} and {len(after)}")
     return list(compress(range(len(after)), map(is_not, before, after)))
+
+
+def changed_rows(before: Sequence[Sequence[object]], after: Sequence[Sequence[object]]) -> list[int]:
+    """The `replaced_rows` of two snapshots' `running` whose pods are not the same objects in the same order (a
+    row copied unchanged is not one). By identity: comparing PodInfos by value reads their whole pods."""
+    return [
+        row
+        for row in replaced_rows(before, after)
+        if len(before[row]) != len(after[row]) or not all(map(is_, before[row], after[row]))
+    ]
 
 
 @dataclass(slots=True)

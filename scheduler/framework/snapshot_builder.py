@@ -243,6 +243,9 @@ class _Base:
     that were `overlaid` then."""
     mark: int = 0
     overlaid: frozenset[str] = frozenset()
+    node_feed: ChangeFeed | None = None
+    """The nodes' change feed (`ClusterObjects.node_feed`) and its mark, as `feed` and `mark` for the pods."""
+    node_mark: int = 0
     touched: dict[str, None] = field(default_factory=dict)
     """The pods the current build charged or uncharged, in the order last charged (`Snapshot.changed`)."""
     touched_groups: set[str] = field(default_factory=set)
@@ -271,17 +274,44 @@ def _fill_allocatable(base: _Base, rows: Iterable[int], allocatable_maps: list[d
 
 def _refresh_nodes(objects: ClusterObjects, cache: PodInfoCache) -> _Base:
     """The base for the current nodes: the kept one (rows of replaced Nodes re-read), or a new one."""
+    base = _kept_base(objects, cache) or _new_base(objects, cache)
+    base.node_feed, base.node_mark = objects.node_feed, objects.node_mark
+    return base
+
+
+def _kept_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base | None:
+    """The kept base with the rows of replaced Nodes re-read, or None: the nodes or their resources differ."""
     base = cache.base
-    if base is not None and len(objects.nodes) == len(base.names):
-        changed = replaced_rows(base.nodes, list(map(objects.nodes.get, base.names)))
-        if not changed:
-            return base
-        if all(name in objects.nodes for name in base.names):
-            names, nodes, allocatable_maps = _node_table(objects, cache)
-            if set(base.resources) == {r for a in allocatable_maps for r in a} | {PODS}:
-                base.nodes = nodes
-                _fill_allocatable(base, changed, allocatable_maps)
-                return base
+    if base is None or len(objects.nodes) != len(base.names):
+        return None
+    changed = _replaced_nodes(objects, base)
+    if not changed:
+        return base
+    if not all(name in objects.nodes for name in base.names):
+        return None
+    _, nodes, allocatable_maps = _node_table(objects, cache)
+    if set(base.resources) != {r for a in allocatable_maps for r in a} | {PODS}:
+        return None
+    base.nodes = nodes
+    _fill_allocatable(base, changed, allocatable_maps)
+    return base
+
+
+def _replaced_nodes(objects: ClusterObjects, base: _Base) -> list[int]:
+    """The rows whose Node is not the object the base read (gone: None), ascending.
+
+    From the nodes' change feed, the Nodes it marks: comparing every row cost 2.4 ms of a pass at 10,000 nodes
+    on the real API server (py-spy, issue 23), where a pass rarely sees a Node change. A Node added in place of
+    one removed is found through the removed one's row."""
+    feed = objects.node_feed
+    keys = feed.changed_since(base.node_mark) if feed is not None and base.node_feed is feed else None
+    if keys is None:
+        return replaced_rows(base.nodes, list(map(objects.nodes.get, base.names)))
+    index, nodes = base.index, objects.nodes
+    return sorted(row for key in keys if (row := index.get(key)) is not None and nodes.get(key) is not base.nodes[row])
+
+
+def _new_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base:
     names, nodes, allocatable_maps = _node_table(objects, cache)
     resources = tuple(sorted({r for a in allocatable_maps for r in a} | {PODS}))
     base = _Base(

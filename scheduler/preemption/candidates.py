@@ -26,7 +26,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import static_mask
 from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
-from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, replaced_rows
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, changed_rows
 from scheduler.framework.status import Code, Status
 from scheduler.preemption.decision import SEARCH_PLUGIN, Decision, Outcome
 from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
@@ -128,7 +128,7 @@ class RunningPods:
         if snapshot is self._snapshot and version(snapshot) == self.version:
             return self
         seen, running = self._seen, snapshot.running
-        changed = [row for row in replaced_rows(seen, running) if seen[row] != running[row]]
+        changed = changed_rows(seen, running)
         if len(changed) < unless_fewer:
             return self
         if changed:

@@ -225,7 +225,7 @@ def verdict_state(verdict: NodeVerdict) -> tuple[object, ...]:
 
 
 class Feed:
-    """A pods informer's change feed (`ClusterObjects.pod_feed`), on the informer's own `ChangeMarks`."""
+    """An informer's change feed (`ClusterObjects.pod_feed`, `node_feed`), on the informer's own `ChangeMarks`."""
 
     def __init__(self) -> None:
         self.marks = ChangeMarks()
@@ -237,23 +237,27 @@ class Feed:
 @given(data=st.data())
 @settings(max_examples=80, deadline=None)
 def test_refresh_from_a_change_feed_equals_a_fresh_build(data: st.DataObject) -> None:
-    """With a feed, a refresh compares only the pods marked changed and those shown as a write in flight makes
-    them (now or at the last refresh), and still equals the snapshot built from scratch, with no fallback."""
+    """With feeds, a refresh compares only the pods marked changed and those shown as a write in flight makes
+    them (now or at the last refresh), and only the Nodes marked changed, and still equals the snapshot built
+    from scratch, with no fallback."""
     informer = cluster_of(
         [*(make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES), make_podgroup("g").gang(2).obj()]
     )
-    feed = Feed()
+    feed, node_feed = Feed(), Feed()
     cache = PodInfoCache()
     config = SchedulerConfiguration()
     for _ in range(data.draw(st.integers(1, 12))):
-        before = dict(informer.pods)
+        before, nodes_before = dict(informer.pods), dict(informer.nodes)
         for _ in range(data.draw(st.integers(0, 6))):
             pod_change(data.draw, informer)
         for key in before.keys() | informer.pods.keys():
             if before.get(key) is not informer.pods.get(key):
                 feed.marks.mark(key, len(informer.pods))
-        if data.draw(st.integers(0, 5)) == 0:
+        for _ in range(data.draw(st.integers(0, 2))):
             node_change(data.draw, informer)
+        for name in nodes_before.keys() | informer.nodes.keys():
+            if nodes_before.get(name) is not informer.nodes.get(name):
+                node_feed.marks.mark(name, len(informer.nodes))
         if data.draw(st.integers(0, 5)) == 0:
             group_change(data.draw, informer)
         written = ClusterObjects()
@@ -267,6 +271,8 @@ def test_refresh_from_a_change_feed_equals_a_fresh_build(data: st.DataObject) ->
             pod_feed=feed,
             pod_mark=feed.marks.last,
             overlaid=frozenset(overlay),
+            node_feed=node_feed,
+            node_mark=node_feed.marks.last,
         )
         with structlog.testing.capture_logs() as logs:
             kept = build_snapshot(objects, EPOCH, config, cache)

@@ -1,12 +1,18 @@
-"""The cyclic garbage collector kept off the scheduler's cache: what the process holds is frozen as it goes.
+"""The cyclic garbage collector kept off the scheduler's cache, and run on a clock rather than on allocations.
 
 The informers' cache is most of the process (100,000 pods are millions of container objects) and holds no
 cycles: refcounting frees each object when its informer replaces it. Left in the collector's sight, every
 collection of the oldest generation walks all of it, taken by whichever pass or watch event crosses the
 threshold: 0.3-0.8 s each at 100,000 pods. During the first LIST, each page's arrival triggered one more walk
-of everything listed so far (8 walks, 0.95 s, at 10,000 pods). So the collector is off until the caches are
-synced, and from then on what survives the young generations is frozen, after each pass and at least every
-second while watch events replace objects between passes: an object is walked at most a few times, young.
+of everything listed so far (8 walks, 0.95 s, at 10,000 pods). So what survives the young generations is frozen.
+
+The collector's own thresholds are off too, from the first LIST on: the young generations are collected and
+frozen at most once every `settle_every_seconds` (after a pass, or while waiting for changes). Collecting
+them after every pass instead cost 7 % of the scheduler's CPU streaming pods at 10,000 nodes (py-spy, issue
+23): a pass leaves young containers that hold the whole cache (the informers' copies of their tables, a
+snapshot's rows), and a young collection reads every object they hold, ten times a second. Most of what a
+pass makes is freed by refcounting before the next collection sees it; what is cyclic waits for it, so the
+garbage cycles kept alive at once are at most what the process makes in a second.
 
 What freezing costs: an object frozen while alive that later becomes part of an unreachable cycle is not
 freed until the next full collection, which unfreezes everything first. That collection runs every
@@ -38,20 +44,19 @@ class Heap:
         self._last_full = self._last_settle = clock()
 
     def hold(self) -> None:
-        """No collection until the next `settle` or `freeze`: the caches are being listed, or a pass runs."""
+        """No collection but ours from now on: the caches are about to be listed."""
         gc.disable()
 
     def freeze(self) -> None:
-        """Freeze everything as it is, without a collection, and turn the collector on: for what the informers
-        have just listed, which holds no garbage cycles. Walking it first (1.7 s at 100,000 pods) only delayed
-        the first pass; a cycle frozen with it is freed by the first full collection."""
+        """Freeze everything as it is, without a collection: for what the informers have just listed, which
+        holds no garbage cycles. Walking it first (1.7 s at 100,000 pods) only delayed the first pass; a cycle
+        frozen with it is freed by the first full collection."""
         gc.freeze()
-        gc.enable()
         self._last_settle = self._clock()
 
     def settle(self, full: bool = False) -> None:
         """Collect the young generations (everything, when `full` or when the last full collection is
-        `full_every_seconds` old), freeze what is left and turn the collector (back) on.
+        `full_every_seconds` old) and freeze what is left.
 
         Returns nothing: counting the frozen objects (`gc.get_freeze_count`) walks all of them, 58 ms at
         100,000 pods; done after every pass, it nearly doubled the scheduler's CPU per pod at that size."""
@@ -63,7 +68,6 @@ class Heap:
         else:
             gc.collect(1)
         gc.freeze()
-        gc.enable()
         self._last_settle = now
 
     def frozen(self) -> int:
@@ -71,6 +75,6 @@ class Heap:
         return gc.get_freeze_count()
 
     def tick(self) -> None:
-        """Settle if the last time was `settle_every_seconds` ago: called while waiting for changes."""
+        """Settle if the last time was `settle_every_seconds` ago: after each pass, and while waiting for changes."""
         if self._clock() - self._last_settle >= self.settle_every_seconds:
             self.settle()

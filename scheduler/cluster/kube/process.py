@@ -152,6 +152,7 @@ class SchedulerProcess:
             if self.elector is not None and not self.elector.is_leader():
                 scheduler = None
                 self.elector.became_leader.wait(0.2)
+                self.heap.tick()
                 continue
             if scheduler is None:
                 scheduler = Scheduler(
@@ -164,7 +165,6 @@ class SchedulerProcess:
                 log.info("scheduling started", identity=self.identity)
             self.cluster.changed.clear()
             started = time.perf_counter()
-            self.heap.hold()
             try:
                 report = scheduler.schedule_pending()
             except PassAborted:
@@ -178,7 +178,7 @@ class SchedulerProcess:
                 stop.wait(1.0)
                 continue
             finally:
-                self.heap.settle()
+                self.heap.tick()
             self.metrics.scheduling_attempt_duration.labels("success").observe(time.perf_counter() - started)
             self._record(report)
             self._wait(scheduler, stop)

@@ -243,6 +243,7 @@ class KubeView:
 
     def objects(self) -> ClusterObjects:
         pods, mark = self.pods.items_marked()
+        nodes, node_mark = self.nodes.items_marked()
         overlaid: set[str] = set()
         groups = self.pod_groups_cached()
         echoes: dict[str, int] = {}
@@ -268,7 +269,7 @@ class KubeView:
                 del self._shown[slot]
         self._echoes, self._bound = echoes, bound
         return ClusterObjects(
-            nodes=self.nodes.items(),
+            nodes=nodes,
             pods=pods,
             pod_groups=groups,
             workloads=self.workloads.items(),
@@ -279,6 +280,8 @@ class KubeView:
             pod_feed=self.pods,
             pod_mark=mark,
             overlaid=frozenset(overlaid),
+            node_feed=self.nodes,
+            node_mark=node_mark,
         )
 
     def _show(self, slot: str, cached: Any, entries: list[Entry[Call]]) -> Any:
