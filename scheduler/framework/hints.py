@@ -53,6 +53,8 @@ class Sighting:
     requested: IntArray
     running: list[list[PodInfo]]
     """Per node the pods on it; only read as the earlier of two sightings, for the nodes whose requests rose."""
+    versions: IntArray
+    """`running`'s row versions (`Snapshot.versions`), a reference as `running` is."""
     nominated: dict[str, tuple[str, int]]
     """Each pending nominated pod: its node and priority."""
     policy: tuple[tuple[object, ...], ...]
@@ -70,6 +72,7 @@ class Sighting:
             nodes=snapshot.nodes.nodes,
             requested=snapshot.nodes.requested.copy(),
             running=snapshot.running,
+            versions=snapshot.versions,
             nominated={
                 p.key: (p.pod.status.nominated_node_name or "", p.priority)
                 for p in snapshot.nominated
@@ -160,7 +163,7 @@ def _moved(before: Sighting, after: Sighting) -> tuple[bool, int | None, bool]:
     """
     left = terminating = False
     lowest: int | None = None
-    for row in changed_rows(before.running, after.running):
+    for row in changed_rows(before.running, before.versions, after.running, after.versions):
         was, now = before.running[row], after.running[row]
         old = {p.key: p for p in was}
         new = {p.key for p in now}

@@ -23,7 +23,15 @@ from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, R
 from scheduler.api.quantity import PODS
 from scheduler.framework.cluster import ChangeFeed, ClusterObjects
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, NodeTable, Snapshot, replaced_rows, usage_row
+from scheduler.framework.snapshot import (
+    ROW_VERSIONS,
+    IntArray,
+    NodeTable,
+    Snapshot,
+    new_row_versions,
+    replaced_rows,
+    usage_row,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -218,6 +226,8 @@ class _Base:
     resource_index: dict[str, int]
     allocatable: IntArray
     requested: IntArray
+    versions: IntArray
+    """Per row of `running`, its list's version (`Snapshot.versions`)."""
     infos: dict[str, PodInfo] = field(default_factory=dict)
     unbound: dict[str, PodInfo] = field(default_factory=dict)
     """The PodInfos of `infos` without a node, in the same order."""
@@ -323,6 +333,7 @@ def _new_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base:
         allocatable=np.zeros((len(names), len(resources)), dtype=np.int64),
         requested=np.zeros((len(names), len(resources)), dtype=np.int64),
         running=[[] for _ in names],
+        versions=new_row_versions(len(names)),
     )
     _fill_allocatable(base, range(len(names)), allocatable_maps)
     cache.base = base
@@ -378,6 +389,7 @@ def _uncharge(base: _Base, key: str, charge: _Charge, delta: _Delta) -> None:
             del base.members[info.group_key]
     if charge.row is not None:
         base.running[charge.row] = _without(base.running[charge.row], info)
+        base.versions[charge.row] = next(ROW_VERSIONS)
         delta.removed[0].append(charge.row)
         delta.removed[1].append(charge.shape)
     base.nominated.pop(key, None)
@@ -413,6 +425,7 @@ def _charge(
         row = base.index.get(info.node_name)
         if row is not None:
             base.running[row] = [*base.running[row], info]
+            base.versions[row] = next(ROW_VERSIONS)
             requests = tuple(info.requests.items())
             shape = base.shapes.get(requests, -1)
             if shape < 0:
@@ -554,6 +567,7 @@ def build_snapshot(
         pods=base.infos,
         unbound=list(base.unbound.values()),
         running=list(base.running),
+        versions=base.versions.copy(),
         groups=dict(objects.pod_groups),
         priority_classes=dict(objects.priority_classes),
         pdbs=tuple(objects.pdbs.values()),

@@ -85,6 +85,8 @@ class RunningPods:
     _snapshot: Snapshot | None = None
     """The snapshot the columns were last brought up to (held, so that its id is never another's)."""
     _seen: list[list[PodInfo]] = field(default_factory=list)
+    _seen_versions: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The versions of the `_seen` rows (`Snapshot.versions`)."""
     _codes: dict[str, int] = field(default_factory=dict)
     _shapes: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
     _vectors: list[IntArray] = field(default_factory=list)
@@ -112,6 +114,7 @@ class RunningPods:
             starts=np.zeros(len(table.names) + 1, dtype=np.int64),
             group_keys=[],
             _seen=[[] for _ in table.names],
+            _seen_versions=np.zeros(len(table.names), dtype=np.int64),
         )
         running._update(snapshot, list(range(len(table.names))))
         return running
@@ -128,7 +131,7 @@ class RunningPods:
         if snapshot is self._snapshot and version(snapshot) == self.version:
             return self
         seen, running = self._seen, snapshot.running
-        changed = changed_rows(seen, running)
+        changed = changed_rows(seen, self._seen_versions, running, snapshot.versions)
         if len(changed) < unless_fewer:
             return self
         if changed:
@@ -207,6 +210,7 @@ class RunningPods:
             for info in self.infos[self.starts[row] : self.starts[row + 1]]:
                 where.pop(info.key, None)
             self._seen[row] = snapshot.running[row]  # rows are replaced, never changed in place
+        self._seen_versions[changed] = snapshot.versions[changed]
         at = 0
         for row, count in zip(changed, fresh.counts, strict=True):
             for info in fresh.infos[at : at + count]:

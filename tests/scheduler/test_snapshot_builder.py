@@ -18,8 +18,8 @@ from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.feasibility import static_mask
 from scheduler.framework.interfaces import NodeVerdict
-from scheduler.framework.pod_info import SchedulingUnit
-from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.snapshot import Snapshot, changed_rows
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.plugins import static_filters
 from tests.builders import EPOCH, make_node, make_pod, make_podgroup
@@ -179,12 +179,14 @@ def group_change(draw: st.DrawFn, objects: ClusterObjects) -> None:
 @given(data=st.data())
 @settings(max_examples=80, deadline=None)
 def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None:
-    """A snapshot updated from the last refresh is the snapshot built from scratch, whatever changed between."""
+    """A snapshot updated from the last refresh is the snapshot built from scratch, whatever changed between;
+    and any two snapshots' rows of the same version hold the same pods (what `changed_rows` relies on)."""
     objects = cluster_of(
         [*(make_node(n).cap(cpu="8", memory="8Gi").obj() for n in NODE_NAMES), make_podgroup("g").gang(2).obj()]
     )
     cache = PodInfoCache()
     config = SchedulerConfiguration()
+    earlier: list[Snapshot] = []
     for _ in range(data.draw(st.integers(1, 12))):
         for _ in range(data.draw(st.integers(0, 6))):
             pod_change(data.draw, objects)
@@ -207,6 +209,16 @@ def test_refresh_by_difference_equals_a_fresh_build(data: st.DataObject) -> None
             placed = kept.assume(kept.pods[data.draw(st.sampled_from(pending))], 0)
             if data.draw(st.booleans()):
                 kept.forget(placed, 0)
+        earlier.append(kept)
+        for before in earlier:
+            if before.nodes.names == kept.nodes.names:
+                assert changed_rows(before.running, before.versions, kept.running, kept.versions) == [
+                    row for row, (a, b) in enumerate(zip(before.running, kept.running, strict=True)) if not same(a, b)
+                ]
+
+
+def same(a: list[PodInfo], b: list[PodInfo]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 SHAPES = [
