@@ -59,9 +59,10 @@ class RunningPods:
 
     Kept between snapshots and updated by difference (`refresh`): a real cluster's pass sees a few changed
     nodes among thousands, and rebuilding the columns from every PodInfo cost 2.5-4.5 us a pod, 0.25-0.45 s
-    at 100,000 pods, on the decision's path (issue 23). A node's pods are compared by identity with the list
-    last seen (PodInfos are replaced when their pod changes); only changed nodes' rows are rebuilt and
-    spliced in, so the rows stay in the order a fresh build gives and the search sees the same input.
+    at 100,000 pods, on the decision's path (issue 23). Where a node's row has a new version (`changed_rows`),
+    its pods are compared by identity with the list last seen (PodInfos are replaced when their pod changes);
+    only changed nodes' rows are rebuilt and spliced in, so the rows stay in the order a fresh build gives and
+    the search sees the same input.
 
     `member` is the code of the pod's PodGroup (index into `group_keys`), -1 for none; whether a group is
     one `PodGroup`-mode victim unit is read from the snapshot's PodGroups when candidates are built.
