@@ -228,6 +228,10 @@ class _Base:
     requested: IntArray
     versions: IntArray
     """Per row of `running`, its list's version (`Snapshot.versions`)."""
+    allocatable_maps: list[dict[str, int]]
+    """Per row, its Node's allocatable as parsed (`PodInfoCache.allocatable`)."""
+    resource_nodes: Counter[str]
+    """How many Nodes list each resource in their allocatable: the resource columns stay while these names do."""
     infos: dict[str, PodInfo] = field(default_factory=dict)
     unbound: dict[str, PodInfo] = field(default_factory=dict)
     """The PodInfos of `infos` without a node, in the same order."""
@@ -297,13 +301,21 @@ def _kept_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base | None:
     changed = _replaced_nodes(objects, base)
     if not changed:
         return base
-    if not all(name in objects.nodes for name in base.names):
+    names, maps, counts = base.names, base.allocatable_maps, base.resource_nodes
+    if any(names[row] not in objects.nodes for row in changed):  # a Node gone is a changed row
         return None
-    _, nodes, allocatable_maps = _node_table(objects, cache)
-    if set(base.resources) != {r for a in allocatable_maps for r in a} | {PODS}:
+    nodes = list(base.nodes)
+    for row in changed:  # only these: a real cluster's kubelets replace some Node most passes at 10,000 nodes
+        nodes[row] = objects.nodes[names[row]]
+        counts.subtract(maps[row].keys())
+        maps[row] = cache.allocatable(names[row], nodes[row])
+        counts.update(maps[row].keys())
+    for resource in [r for r, n in counts.items() if n <= 0]:
+        del counts[resource]
+    if set(base.resources) != counts.keys() | {PODS}:
         return None
-    base.nodes = nodes
-    _fill_allocatable(base, changed, allocatable_maps)
+    base.nodes = tuple(nodes)
+    _fill_allocatable(base, changed, maps)
     return base
 
 
@@ -334,6 +346,8 @@ def _new_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base:
         requested=np.zeros((len(names), len(resources)), dtype=np.int64),
         running=[[] for _ in names],
         versions=new_row_versions(len(names)),
+        allocatable_maps=allocatable_maps,
+        resource_nodes=Counter(r for a in allocatable_maps for r in a),
     )
     _fill_allocatable(base, range(len(names)), allocatable_maps)
     cache.base = base
