@@ -550,7 +550,7 @@ class SchedulerRun:
     name = ""
     scheduler_name = ""
     profile_dir: Path | None = None
-    """Set by `--py-spy DIR`: Phalanx runs are sampled by py-spy (raw collapsed stacks of GIL holders)."""
+    """Set by `--py-spy DIR`: Phalanx's measured phase is sampled by py-spy (raw collapsed stacks of GIL holders)."""
 
     def __init__(self, plane: ControlPlane, label: str) -> None:
         self.log = open(plane.dir / "logs" / f"bench-{self.name}-{label}.log", "wb")  # noqa: SIM115
@@ -559,9 +559,14 @@ class SchedulerRun:
             self.command(plane), stdout=self.log, stderr=subprocess.STDOUT, env=self.env(), cwd=self.cwd()
         )
         RUNNING.append(self.proc)
+        self.label = label
         self.spy: subprocess.Popen[bytes] | None = None
-        if self.profile_dir is not None and self.name == "phalanx":
-            out = self.profile_dir / f"{label}.txt"
+
+    def measuring(self) -> None:
+        """The measured phase starts: with `--py-spy`, sample Phalanx from now on, so a profile holds what the
+        figures hold (a backlog's set-up, a minute of its own writes, kept out of its streaming passes)."""
+        if self.profile_dir is not None and self.name == "phalanx" and self.spy is None:
+            out = self.profile_dir / f"{self.label}.txt"
             spy = [str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(self.proc.pid), "--format", "raw"]
             spy += ["--gil", "--threads", "--rate", "200", "--nonblocking", "-o", str(out)]
             self.spy = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -765,6 +770,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     others = plane.cpu_seconds()
     run = scheduler(plane, label)
+    run.measuring()
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
     others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
@@ -798,6 +804,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     probe(plane, namespace, run, watch)
     passes_before = passes(run)
     cpu_before = run.cpu()
+    run.measuring()
     started = time.perf_counter()
     plane.api.create_many(
         "/api/v1/namespaces/{ns}/pods",
@@ -942,6 +949,7 @@ def backlog(
     retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passes_before = passes(run)
     cpu_before = run.cpu()
+    run.measuring()
     started = time.perf_counter()
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
@@ -1422,7 +1430,9 @@ def main() -> int:
     parser.add_argument("--schedulers", default="K,P", help="K (kube-scheduler), P (phalanx), or both")
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
-    parser.add_argument("--py-spy", type=Path, help="sample every Phalanx run with py-spy into this folder")
+    parser.add_argument(
+        "--py-spy", type=Path, help="sample Phalanx's drain, stream and backlog runs (their measured phase) with py-spy"
+    )
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
     parser.add_argument("--backlog", type=scales, default="10000:1000", help="PODS:GANGS that never fit, for backlog")
