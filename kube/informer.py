@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -134,6 +134,23 @@ class Informer(Generic[M]):
         """`items()` and the change mark it is at: `changed_since` that mark says which keys changed after it."""
         with self._lock:
             return self._items.copy(), self._marks.last
+
+    def update(self, copy: dict[str, M], mark: int, also: Iterable[str] = ()) -> int | None:
+        """Bring `copy`, a copy of the cache at `mark`, to now (and `also` keys, which its owner changed), in the
+        size of the change; the mark it is then at, or None when the changes are no longer known (copy again).
+        At 100,000 pods a pass's fresh copy and the free of the last one cost ~3 ms of a 30 ms pass (issue 23)."""
+        with self._lock:
+            changed = self._marks.peek(mark)
+            if changed is None:
+                return None
+            items = self._items
+            for key in (*changed, *also):
+                item = items.get(key)
+                if item is None:
+                    copy.pop(key, None)
+                else:
+                    copy[key] = item
+            return self._marks.last
 
     def changed_since(self, mark: int) -> set[str] | None:
         """Keys added, changed or deleted after `mark` (a superset), or None: compare every object. One reader

@@ -14,8 +14,9 @@ SLACK = 1024
 
 
 class ChangeMarks:
-    """Not thread-safe: the owner calls it under the lock that guards its cache. One reader: what it has been told
-    is forgotten, so a reader asking from before that gets None (compare everything), as after a relist."""
+    """Not thread-safe: the owner calls it under the lock that guards its cache. One reader of `since`: what it
+    has been told is forgotten, so a reader asking from before that gets None (compare everything), as after a
+    relist. `peek` forgets nothing, for a reader that is never behind `since`'s."""
 
     def __init__(self) -> None:
         self.last = 0
@@ -37,6 +38,18 @@ class ChangeMarks:
         self.last += 1
         self._floor = self.last
         self._order.clear()
+
+    def peek(self, mark: int) -> list[str] | None:
+        """The keys changed after `mark`, newest first, or None when that is no longer known; forgets nothing,
+        so a second reader at a later mark (the view's copy of the cache) leaves `since` its answers."""
+        if mark < self._floor:
+            return None
+        changed: list[str] = []
+        for key in reversed(self._order):
+            if self._order[key] <= mark:
+                break
+            changed.append(key)
+        return changed
 
     def since(self, mark: int) -> set[str] | None:
         """The keys changed after `mark` (and maybe a few since), or None when that is no longer known."""

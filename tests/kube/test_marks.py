@@ -60,3 +60,48 @@ def test_marks_of_deleted_keys_are_bounded_when_nobody_asks() -> None:
     assert marked().since(0) is None
     assert marked().since(3 * SLACK - SLACK - 1) is None
     assert marked().since(3 * SLACK - SLACK) == {f"gone-{i}" for i in range(2 * SLACK, 3 * SLACK)}
+
+
+@given(rounds=st.lists(st.tuples(STEPS, st.booleans()), max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_a_copy_kept_by_peek_equals_the_cache_and_leaves_since_its_answers(
+    rounds: list[tuple[list[tuple[str, str]], bool]],
+) -> None:
+    """The scheduler's view keeps one copy of the pods and brings it up to date each pass (`peek`), while the
+    snapshot builder asks `since` at its own, older or equal, mark: neither reader may take the other's answers."""
+    marks = ChangeMarks()
+    cache: dict[str, int] = {}
+    version = 0
+    copy: dict[str, int] = {}
+    copy_mark = reader_mark = marks.last
+    reader_copy: dict[str, int] = {}
+    for steps, reader_asks in rounds:
+        relisted = False
+        for op, key in steps:
+            version += 1
+            if op == "relist":
+                marks.reset()
+                relisted = True
+            elif op == "set":
+                cache[key] = version
+                marks.mark(key, len(cache))
+            elif key in cache:
+                del cache[key]
+                marks.mark(key, len(cache))
+        changed = marks.peek(copy_mark)
+        assert (changed is None) == relisted
+        if changed is None:
+            copy = dict(cache)
+        else:
+            for key in changed:
+                if key in cache:
+                    copy[key] = cache[key]
+                else:
+                    copy.pop(key, None)
+        copy_mark = marks.last
+        assert copy == cache
+        if reader_asks:
+            told = marks.since(reader_mark)
+            if told is not None:
+                assert {k for k in reader_copy.keys() | cache.keys() if reader_copy.get(k) != cache.get(k)} <= told
+            reader_copy, reader_mark = dict(cache), copy_mark

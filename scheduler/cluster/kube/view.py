@@ -114,6 +114,12 @@ class KubeView:
         """Pod key -> the version a write of ours returned and the last `objects()` showed."""
         self._bound: dict[str, str] = {}
         """Pod key -> the node a Binding in flight showed it on in the last `objects()`."""
+        self._pods: dict[str, Pod] | None = None
+        """The pods the last `objects()` showed, brought up to date by the next (`Informer.update`): a snapshot is
+        valid until the next build, as the memory back end's, so one copy serves every pass."""
+        self._pods_mark = 0
+        self._overlaid: frozenset[str] = frozenset()
+        """The pods the last `objects()` showed as writes in flight made them: the next reads them again."""
         core: Any = client.CoreV1Api(api)
         custom: Any = client.CustomObjectsApi(api)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -242,7 +248,7 @@ class KubeView:
         return group
 
     def objects(self) -> ClusterObjects:
-        pods, mark = self.pods.items_marked()
+        pods, mark = self._pods_now()
         nodes, node_mark = self.nodes.items_marked()
         overlaid: set[str] = set()
         groups = self.pod_groups_cached()
@@ -267,7 +273,7 @@ class KubeView:
                             bound[key] = node
             for slot in [s for s in self._shown if not self.ledger.entries(s)]:
                 del self._shown[slot]
-        self._echoes, self._bound = echoes, bound
+        self._echoes, self._bound, self._overlaid = echoes, bound, frozenset(overlaid)
         return ClusterObjects(
             nodes=nodes,
             pods=pods,
@@ -279,10 +285,21 @@ class KubeView:
             victims_in_flight=victims,
             pod_feed=self.pods,
             pod_mark=mark,
-            overlaid=frozenset(overlaid),
+            overlaid=self._overlaid,
             node_feed=self.nodes,
             node_mark=node_mark,
         )
+
+    def _pods_now(self) -> tuple[dict[str, Pod], int]:
+        """The pods informer's cache, as the last copy brought up to date (with the pods it overlaid read again),
+        and the change mark it is at; a fresh copy the first time and after a relist."""
+        if self._pods is not None:
+            mark = self.pods.update(self._pods, self._pods_mark, self._overlaid)
+            if mark is not None:
+                self._pods_mark = mark
+                return self._pods, mark
+        self._pods, self._pods_mark = self.pods.items_marked()
+        return self._pods, self._pods_mark
 
     def _show(self, slot: str, cached: Any, entries: list[Entry[Call]]) -> Any:
         """The object at `slot` as the ledger's entries make it, or None to show the informer's copy as it is.
