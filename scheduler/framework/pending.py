@@ -13,8 +13,9 @@ stay as they were); what changes is only which units are visited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
@@ -74,12 +75,14 @@ reported when the condition already said it, None when it had to be written."""
 class Admitted:
     """One pass's answer: the units to try, and the pods held back."""
 
-    units: dict[str, SchedulingUnit]
+    units: Mapping[str, SchedulingUnit]
+    """Read-only views of what `PendingPods` keeps, valid until its next `admit`: a copy of 10,000 units cost a
+    pass 2 ms on the real server (issue 23)."""
     looked: set[str]
     """The units looked at again: any other is the same object as at the last pass."""
     members: int
     """The pods in `units`."""
-    held: dict[str, str]
+    held: Mapping[str, str]
     """Each pod PreEnqueue held back, or whose unit's preemption is still being sent: `gated`, `waiting` or
     `nominated`."""
     pending: list[Pending]
@@ -211,7 +214,13 @@ class PendingPods:
             told += self._look(unit, snapshot, unit in preempting, pre_enqueue, tell)
         self._groups, self._preempting, self._dirty, self._changed_groups = dict(groups), set(preempting), set(), set()
         self._all = False
-        return Admitted(dict(self._units), dirty, self._members, dict(self._held), [*told, *self._said.values()])
+        return Admitted(
+            MappingProxyType(self._units),
+            dirty,
+            self._members,
+            MappingProxyType(self._held),
+            [*told, *self._said.values()],
+        )
 
     def _look(
         self, unit: str, snapshot: Snapshot, preempting: bool, pre_enqueue: PreEnqueue, tell: Tell

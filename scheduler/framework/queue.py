@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -84,6 +84,9 @@ class SchedulingQueue:
         self._popped: set[str] = set()
         """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
         leave not parked."""
+        self._put_since: set[str] | None = None
+        """Units parked since the last `pop_order`: with its `changed`, the only parked ones that may have left.
+        None before the first, which looks at every unit."""
 
     def _seconds(self, attempts: int) -> timedelta:
         return timedelta(seconds=min(self._initial * 2 ** (attempts - 1), self._max))
@@ -96,6 +99,8 @@ class SchedulingQueue:
     def _put(self, key: str, parked: _Parked) -> None:
         self._drop(key)
         self._parked[key] = parked
+        if self._put_since is not None:
+            self._put_since.add(key)
         self._priorities[parked.priority] += 1
         if parked.may_preempt:
             self._preemptors[parked.priority] += 1
@@ -170,18 +175,27 @@ class SchedulingQueue:
                 self._awake.add(key)
 
     def pop_order(
-        self, units: dict[str, SchedulingUnit], changed: Collection[str], now: datetime
+        self, units: Mapping[str, SchedulingUnit], changed: Collection[str], now: datetime
     ) -> list[SchedulingUnit]:
         """The active pool: units never tried, or whose wait is over; priority desc, then age, then key.
 
-        `units` by key; `changed`: the keys of those not the same object as at the last `pop_order`. Only those, the
-        units never parked, and the parked ones `_file` says may be ready are looked at: with 10,000 parked units
-        that fit nowhere, a walk over all of them cost a pass 6 ms (issue 23)."""
+        `units` by key; `changed`: the keys of the units added, removed or not the same object since the last
+        `pop_order`, or at least as many keys as `units` for a full look (every unit may be new). Only those, the units never parked, and the parked ones `_file`
+        says may be ready are looked at: with 10,000 parked units that fit nowhere, a walk over all of them cost
+        a pass 6 ms, and the two set differences that found the units gone and those never parked 2.6 ms on the
+        real server (issue 23)."""
         self.retries = Counter()
         self.avoided = 0
-        for key in self._parked.keys() - units.keys():
+        parked_now = self._parked
+        if self._put_since is None or len(changed) >= len(units):  # a full look: every unit may be new
+            gone: Iterable[str] = parked_now.keys() - units.keys()
+            fresh = units.keys() - parked_now.keys()
+        else:
+            gone = [k for k in (*changed, *self._put_since) if k in parked_now and k not in units]
+            fresh = {k for k in (*changed, *self._popped) if k in units and k not in parked_now}
+        for key in gone:
             self._drop(key)
-        fresh = units.keys() - self._parked.keys()
+        self._put_since = set()
         looks = fresh | self._awake
         looks.update(changed)
         epoch = self._epoch
@@ -324,7 +338,7 @@ class SchedulingQueue:
         backoff = sum(1 for key in self._awake if self.pool_of(key) == "backoff")
         return {"backoff": backoff, "unschedulable": len(self._parked) - backoff, "gated": gated}
 
-    def pods_by_pool(self, units: dict[str, SchedulingUnit], pods: int) -> Counter[str | None]:
+    def pods_by_pool(self, units: Mapping[str, SchedulingUnit], pods: int) -> Counter[str | None]:
         """The `pods` of the last `pop_order`'s `units` by the pool of their unit (`pool_of`), counted from the few
         units not parked (among those it popped or never saw parked) or backing off: the rest are unschedulable."""
         counted: Counter[str | None] = Counter()

@@ -30,7 +30,7 @@ fixing it by hand would expect.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -260,9 +260,9 @@ class Scheduler:
 
     def _summarise(
         self,
-        units: dict[str, SchedulingUnit],
+        units: Mapping[str, SchedulingUnit],
         members: int,
-        held: dict[str, str],
+        held: Mapping[str, str],
         placed: set[str],
         snapshot: Snapshot,
         report: PassReport,

@@ -138,8 +138,8 @@ def test_preemptor_binds_as_soon_as_its_victims_are_gone() -> None:
 
 def test_an_interrupted_pass_stops_before_its_next_unit() -> None:
     """A scheduler told to stop mid-pass (here once two pods are bound) leaves it between two units: what it
-    bound stays bound, and the next unit is not tried."""
-    pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(3)]
+    bound stays bound, and the next unit is not tried; the next pass tries it, though nothing changed for it."""
+    pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(5)]
     cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="8").obj(), *pods]), EPOCH)
 
     def bound() -> list[str]:
@@ -150,3 +150,6 @@ def test_an_interrupted_pass_stops_before_its_next_unit() -> None:
     with pytest.raises(PassAborted):
         scheduler.schedule_pending()
     assert bound() == ["default/p0", "default/p1"]
+    scheduler.interrupted = lambda: False
+    scheduler.schedule_pending()
+    assert bound() == [f"default/p{i}" for i in range(5)]
