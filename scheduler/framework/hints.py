@@ -129,7 +129,7 @@ def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None 
     if not found.any and after.nominated.keys() - before.nominated.keys():
         found.any = True
     found.policy = any(_changed(a, b) for a, b in zip(before.policy, after.policy, strict=True))
-    if before.groups is not after.groups:
+    if before.groups is not after.groups and before.groups != after.groups:  # the same objects: C speed
         if before.groups.keys() != after.groups.keys():
             found.any = True
         for key in before.groups.keys() | after.groups.keys():

@@ -180,10 +180,10 @@ class SchedulingQueue:
         """The active pool: units never tried, or whose wait is over; priority desc, then age, then key.
 
         `units` by key; `changed`: the keys of the units added, removed or not the same object since the last
-        `pop_order`, or at least as many keys as `units` for a full look (every unit may be new). Only those, the units never parked, and the parked ones `_file`
-        says may be ready are looked at: with 10,000 parked units that fit nowhere, a walk over all of them cost
-        a pass 6 ms, and the two set differences that found the units gone and those never parked 2.6 ms on the
-        real server (issue 23)."""
+        `pop_order`, or at least as many keys as `units` for a full look (every unit may be new). Only those, the
+        units never parked, and the parked ones `_file` says may be ready are looked at: with 10,000 parked units
+        that fit nowhere, a walk over all of them cost a pass 6 ms, and the two set differences that found the
+        units gone and those never parked 2.6 ms on the real server (issue 23)."""
         self.retries = Counter()
         self.avoided = 0
         parked_now = self._parked

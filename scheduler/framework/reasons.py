@@ -59,11 +59,19 @@ class ReasonBook:
         self.burst = burst
         self.refill_seconds = refill_seconds
         self.current: dict[str, UnitReason] = {}
-        """Changed by `say` and `keep` only, which keep `by_label` in step."""
+        """Changed by `say` and `keep` only, which keep `by_label` and `replaced` in step."""
         self.by_label: Counter[tuple[str, str]] = Counter()
         """How many units have each (queue, reason): the pending gauges, kept as reasons change, not counted
         again each pass over 11,000 units (issue 23)."""
         self._buckets: dict[str, _Bucket] = {}
+        self._replaced: set[str] = set()
+        """The units whose entry in `current` was replaced or removed since the last `replaced()`."""
+
+    def replaced(self) -> set[str]:
+        """The units whose reason changed or was forgotten since the last call: any other unit's entry in
+        `current` is the same object (what `Scheduler._tell_held` kept from it is still true)."""
+        replaced, self._replaced = self._replaced, set()
+        return replaced
 
     def say(self, unit: str, reason: UnitReason) -> bool:
         """Record `reason` for `unit`; True when it differs from what the unit was last given (say it)."""
@@ -73,6 +81,7 @@ class ReasonBook:
         if before is not None:
             self._uncount(before)
         self.current[unit] = reason
+        self._replaced.add(unit)
         self.by_label[reason.queue, reason.reason] += 1
         return True
 
@@ -105,4 +114,5 @@ class ReasonBook:
             reason = self.current.pop(unit, None)
             if reason is not None:
                 self._uncount(reason)
+                self._replaced.add(unit)
             self._buckets.pop(unit, None)

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.cluster.memory import MemoryCluster
-from scheduler.framework.reasons import ReasonBook
+from scheduler.framework.reasons import PendingReason, ReasonBook, UnitReason
 from scheduler.framework.runner import Scheduler
 from scheduler.metrics import SchedulerMetrics, record_pending
 from scheduler.plugins import default_profile
@@ -95,6 +95,19 @@ def test_events_on_a_unit_are_rate_limited_like_kube_schedulers() -> None:
     assert not book.may_record("ml/train", NOW + timedelta(seconds=299))
     assert book.may_record("ml/train", NOW + timedelta(seconds=600)), "one more Event every 5 minutes"
     assert book.may_record("ml/other", NOW), "a budget per unit"
+
+
+def test_the_book_names_the_units_whose_reason_changed_or_was_forgotten() -> None:
+    """What lets a pass keep what it told the units nothing happened to (`Scheduler._tell_held`)."""
+    book = ReasonBook()
+    waiting = UnitReason(PendingReason.WAITING_FOR_GANG, "waiting for 2 more member(s)", "")
+    assert book.say("ml/a", waiting) and book.say("ml/b", waiting)
+    assert book.replaced() == {"ml/a", "ml/b"} and book.replaced() == set()
+    assert not book.say("ml/a", UnitReason(PendingReason.WAITING_FOR_GANG, "waiting for 2 more member(s)", ""))
+    assert book.replaced() == set(), "the same reason again replaces nothing"
+    book.say("ml/a", UnitReason(PendingReason.UNSCHEDULABLE, "0/3 nodes are available", ""))
+    book.forget(["ml/b", "ml/never-said"])
+    assert book.replaced() == {"ml/a", "ml/b"}
 
 
 def test_preemption_is_announced_once_and_the_victims_name_their_preemptor() -> None:
