@@ -1,10 +1,12 @@
 """The Cluster Protocol: everything the scheduler asks of a back end (`cluster/memory`, `cluster/kube`).
 
 Reads come from `objects()`, a consistent view (the informer cache with the writes in flight, or the
-simulator's store). Writes are the few API calls a scheduler makes; each is idempotent so that a restarted
-scheduler can replay them (docs/DESIGN.md, invariant 6). A write that the server refuses fails only the
-unit it was for (invariant 7): made before the call returns, it raises `WriteRefused`; sent in the
-background, it is in the back end's `ledger` as a `Refusal` naming that unit. `PassAborted` stops the pass.
+simulator's store), valid until the next `objects()`: both back ends bring one set of tables up to date
+rather than copy them (100,000 pods) for each call. Writes are the few API calls a scheduler makes; each is
+idempotent so that a restarted scheduler can replay them (docs/DESIGN.md, invariant 6). A write that the
+server refuses fails only the unit it was for (invariant 7): made before the call returns, it raises
+`WriteRefused`; sent in the background, it is in the back end's `ledger` as a `Refusal` naming that unit.
+`PassAborted` stops the pass.
 
 Each write may name the scheduling unit it is made for (`unit`): a victim's writes are its preemptor's.
 By default it is the pod's own unit (its PodGroup, or the pod itself).
@@ -87,7 +89,9 @@ class Cluster(Protocol):
 
     def now(self) -> datetime: ...
 
-    def objects(self) -> ClusterObjects: ...
+    def objects(self) -> ClusterObjects:
+        """The cluster now; the next call may change the tables this one returned (copy what must outlive it)."""
+        ...
 
     def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
         """POST pods/binding. A pod already bound stays where it is, and the view shows it there."""
