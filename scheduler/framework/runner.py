@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Protocol
 
 import structlog
@@ -110,8 +111,9 @@ class PassReport:
     units_tried: int = 0
     warnings: list[ConfigurationWarning] = field(default_factory=list)
     """Configuration findings reported for the first time in this pass."""
-    reasons: dict[str, UnitReason] = field(default_factory=dict)
-    """Every unit still pending after the pass, and the reason the scheduler last gave it."""
+    reasons: Mapping[str, UnitReason] = field(default_factory=dict)
+    """Every unit still pending after the pass, and the reason the scheduler last gave it: a read-only view of
+    the scheduler's own, valid until its next pass (a copy of 11,000 reasons each pass was for nobody)."""
     units: dict[tuple[str, str], int] = field(default_factory=dict)
     """Those units counted by (queue, reason)."""
     pods: Counter[str] = field(default_factory=Counter)
@@ -300,7 +302,7 @@ class Scheduler:
             self.reasons.keep(self.waiting.units_pending(), done)
         else:
             self.reasons.forget(departed | done)
-        report.reasons = dict(self.reasons.current)
+        report.reasons = MappingProxyType(self.reasons.current)
         report.units = dict(self.reasons.by_label)
 
     def _check_interrupted(self) -> None:
