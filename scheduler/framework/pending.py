@@ -13,6 +13,7 @@ stay as they were); what changes is only which units are visited.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -133,6 +134,9 @@ class PendingPods:
         self.told: dict[str, tuple[Pending, PodGroup | None, UnitReason]] = {}
         """The held units the last pass told nothing new: the Pending and PodGroup it was from, what was said
         (`Scheduler._tell_held`)."""
+        self.told_reasons: Counter[str] = Counter()
+        """`told` counted by reason, kept in step with it: each pass counts them all as repeated, and a count
+        of 1,000 entries took a backlog pass 1 ms on the real server (issue 23)."""
 
     def update(self, snapshot: Snapshot) -> None:
         """Bring the unbound pods up to `snapshot` (call it after every build from the scheduler's cache)."""
