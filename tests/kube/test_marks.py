@@ -15,37 +15,49 @@ STEPS = st.lists(
 )
 
 
+class Cache:
+    """An informer's cache as the marks see it: each step sets, deletes or relists."""
+
+    def __init__(self) -> None:
+        self.marks = ChangeMarks()
+        self.items: dict[str, int] = {}
+        self.version = 0
+
+    def apply(self, steps: list[tuple[str, str]]) -> bool:
+        """Apply `steps`; whether one was a relist."""
+        relisted = False
+        for op, key in steps:
+            self.version += 1
+            if op == "relist":
+                self.marks.reset()
+                relisted = True
+            elif op == "set":
+                self.items[key] = self.version
+                self.marks.mark(key, len(self.items))
+            elif key in self.items:
+                del self.items[key]
+                self.marks.mark(key, len(self.items))
+        return relisted
+
+
+def differing(a: dict[str, int], b: dict[str, int]) -> set[str]:
+    return {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+
+
 @given(first=STEPS, second=STEPS)
 @settings(max_examples=200, deadline=None)
 def test_since_names_every_key_changed_after_the_copy(
     first: list[tuple[str, str]], second: list[tuple[str, str]]
 ) -> None:
-    marks = ChangeMarks()
-    cache: dict[str, int] = {}
-    version = 0
-
-    def apply(steps: list[tuple[str, str]]) -> None:
-        nonlocal version
-        for op, key in steps:
-            version += 1
-            if op == "relist":
-                marks.reset()
-            elif op == "set":
-                cache[key] = version
-                marks.mark(key, len(cache))
-            elif key in cache:
-                del cache[key]
-                marks.mark(key, len(cache))
-
-    apply(first)
-    copy, mark = dict(cache), marks.last
-    apply(second)
-    changed = marks.since(mark)
-    relisted = any(op == "relist" for op, _ in second)
+    cache = Cache()
+    cache.apply(first)
+    copy, mark = dict(cache.items), cache.marks.last
+    relisted = cache.apply(second)
+    changed = cache.marks.since(mark)
     assert (changed is None) == relisted
     if changed is not None:
-        assert {k for k in copy.keys() | cache.keys() if copy.get(k) != cache.get(k)} <= changed
-        assert marks.since(mark - 1) is None, "what the reader was told is forgotten"
+        assert differing(copy, cache.items) <= changed
+        assert cache.marks.since(mark - 1) is None, "what the reader was told is forgotten"
 
 
 def test_marks_of_deleted_keys_are_bounded_when_nobody_asks() -> None:
@@ -69,39 +81,26 @@ def test_a_copy_kept_by_peek_equals_the_cache_and_leaves_since_its_answers(
 ) -> None:
     """The scheduler's view keeps one copy of the pods and brings it up to date each pass (`peek`), while the
     snapshot builder asks `since` at its own, older or equal, mark: neither reader may take the other's answers."""
-    marks = ChangeMarks()
-    cache: dict[str, int] = {}
-    version = 0
+    cache = Cache()
     copy: dict[str, int] = {}
-    copy_mark = reader_mark = marks.last
+    copy_mark = reader_mark = cache.marks.last
     reader_copy: dict[str, int] = {}
     for steps, reader_asks in rounds:
-        relisted = False
-        for op, key in steps:
-            version += 1
-            if op == "relist":
-                marks.reset()
-                relisted = True
-            elif op == "set":
-                cache[key] = version
-                marks.mark(key, len(cache))
-            elif key in cache:
-                del cache[key]
-                marks.mark(key, len(cache))
-        changed = marks.peek(copy_mark)
+        relisted = cache.apply(steps)
+        changed = cache.marks.peek(copy_mark)
         assert (changed is None) == relisted
         if changed is None:
-            copy = dict(cache)
+            copy = dict(cache.items)
         else:
             for key in changed:
-                if key in cache:
-                    copy[key] = cache[key]
+                if key in cache.items:
+                    copy[key] = cache.items[key]
                 else:
                     copy.pop(key, None)
-        copy_mark = marks.last
-        assert copy == cache
+        copy_mark = cache.marks.last
+        assert copy == cache.items
         if reader_asks:
-            told = marks.since(reader_mark)
+            told = cache.marks.since(reader_mark)
             if told is not None:
-                assert {k for k in reader_copy.keys() | cache.keys() if reader_copy.get(k) != cache.get(k)} <= told
-            reader_copy, reader_mark = dict(cache), copy_mark
+                assert differing(reader_copy, cache.items) <= told
+            reader_copy, reader_mark = dict(cache.items), copy_mark
