@@ -239,14 +239,9 @@ class Scheduler:
         1.6 ms on the real server to find the few to look at among them one by one (issue 23)."""
         first = self.waiting.first_held
         current = self.reasons.current
-        told, counted = self.waiting.told, self.waiting.told_reasons
-        stale = ((looked | tried | self.reasons.replaced()) & told.keys()) | (told.keys() - first.keys())
-        last_told = {key: told.pop(key) for key in stale}
-        for kept in last_told.values():
-            counted[kept[2].reason] -= 1
-            if not counted[kept[2].reason]:
-                del counted[kept[2].reason]
-        report.repeats.update(counted)  # as `_tell` counts them, with nothing to say or write
+        told = self.waiting.told
+        last_told = told.take(((looked | tried | self.reasons.replaced()) & told.keys()) | (told.keys() - first.keys()))
+        report.repeats.update(told.by_reason)  # as `_tell` counts them, with nothing to say or write
         for key in sorted(first.keys() - told.keys() - tried):
             pending = first[key]
             group = snapshot.groups.get(key)
@@ -255,15 +250,13 @@ class Scheduler:
             last = last_told.get(key)
             if last is not None and last[0] is pending and last[1] is fresh and current.get(key) is last[2]:
                 report.repeats[last[2].reason] += 1
-                told[key] = last
-                counted[last[2].reason] += 1
+                told.put(key, last)
                 continue
             info = snapshot.pods.get(pending.pod)
             queue = unit_queue(group, [info] if info is not None else []) or ""
             quiet = self._tell(key, fresh, UnitReason(PendingReason(pending.reason), pending.message, queue), report)
             if quiet:
-                told[key] = (pending, fresh, current[key])
-                counted[current[key].reason] += 1
+                told.put(key, (pending, fresh, current[key]))
 
     def _summarise(
         self,
