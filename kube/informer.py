@@ -154,7 +154,7 @@ class Informer(Generic[M]):
 
     def changed_since(self, mark: int) -> set[str] | None:
         """Keys added, changed or deleted after `mark` (a superset), or None: compare every object. One reader
-        (`kube.marks`): the scheduler's snapshot."""
+        that uses the marks up (`kube.marks`): the scheduler's snapshot; the view's `update` only reads them."""
         with self._lock:
             return self._marks.since(mark)
 
