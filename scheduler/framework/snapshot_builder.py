@@ -301,20 +301,22 @@ def _kept_base(objects: ClusterObjects, cache: PodInfoCache) -> _Base | None:
     changed = _replaced_nodes(objects, base)
     if not changed:
         return base
-    names, maps, counts = base.names, base.allocatable_maps, base.resource_nodes
+    names, maps = base.names, base.allocatable_maps
     if any(names[row] not in objects.nodes for row in changed):  # a Node gone is a changed row
         return None
-    nodes = list(base.nodes)
-    for row in changed:  # only these: a real cluster's kubelets replace some Node most passes at 10,000 nodes
-        nodes[row] = objects.nodes[names[row]]
+    # only these rows: a real cluster's kubelets replace some Node most passes at 10,000 nodes
+    read = {row: cache.allocatable(names[row], objects.nodes[names[row]]) for row in changed}
+    counts = base.resource_nodes.copy()
+    for row, allocatable in read.items():
         counts.subtract(maps[row].keys())
-        maps[row] = cache.allocatable(names[row], nodes[row])
-        counts.update(maps[row].keys())
-    for resource in [r for r, n in counts.items() if n <= 0]:
-        del counts[resource]
+        counts.update(allocatable.keys())
+    counts = +counts  # resources no Node lists any more leave the count
     if set(base.resources) != counts.keys() | {PODS}:
-        return None
-    base.nodes = tuple(nodes)
+        return None  # the base is left as it was: a new one is built
+    nodes = list(base.nodes)
+    for row, allocatable in read.items():
+        nodes[row], maps[row] = objects.nodes[names[row]], allocatable
+    base.nodes, base.resource_nodes = tuple(nodes), counts
     _fill_allocatable(base, changed, maps)
     return base
 

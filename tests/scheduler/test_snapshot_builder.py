@@ -293,6 +293,21 @@ def test_refresh_from_a_change_feed_equals_a_fresh_build(data: st.DataObject) ->
         assert snapshot_state(kept) == snapshot_state(fresh)
 
 
+def test_a_resource_leaves_the_node_table_with_the_last_node_that_lists_it() -> None:
+    """The kept base counts the Nodes that list each resource: Nodes losing their GPUs one by one keep the GPU
+    column until the last one, as a fresh build has it."""
+    nodes = {name: make_node(name).cap(cpu="8", memory="8Gi", gpu=2).obj() for name in NODE_NAMES}
+    node_feed, cache, config = Feed(), PodInfoCache(), SchedulerConfiguration()
+    for name in (None, *NODE_NAMES):
+        if name is not None:
+            nodes[name] = make_node(name).cap(cpu="8", memory="8Gi").obj()
+            node_feed.marks.mark(name, len(nodes))
+        objects = ClusterObjects(nodes=dict(nodes), node_feed=node_feed, node_mark=node_feed.marks.last)
+        kept = build_snapshot(objects, EPOCH, config, cache)
+        fresh = build_snapshot(objects, EPOCH, config, PodInfoCache())
+        assert snapshot_state(kept) == snapshot_state(fresh), f"after {name}"
+
+
 def _unit(snapshot: Snapshot, key: str, priority: int) -> SchedulingUnit:
     members = tuple(info for info in snapshot.pods.values() if info.key == key or info.group_key == key)
     return SchedulingUnit(key, members, snapshot.groups.get(key), len(members), priority, "PreemptLowerPriority")
