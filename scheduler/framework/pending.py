@@ -240,9 +240,12 @@ class PendingPods:
                 dirty.update(key for key, group in groups.items() if last.get(key) is not group)
                 dirty.update(key for key in last if key not in groups)
         self._all = True  # until this look is done: one that fails half-way is done again in full
+        # Every unit's last answers are forgotten before any is looked at: a pod that moved between two of them
+        # (its group label changed, or it was made again under its name) is answered under its new unit only.
+        known = self._forget(dirty)
         told: list[Pending] = []
         for unit in sorted(dirty):
-            told += self._look(unit, snapshot, unit in preempting, pre_enqueue, tell)
+            told += self._look(unit, snapshot, unit in preempting, known, pre_enqueue, tell)
         self._groups, self._preempting, self._dirty, self._changed_groups = dict(groups), set(preempting), set(), set()
         self._all = False
         return Admitted(
@@ -253,22 +256,34 @@ class PendingPods:
             [*told, *self._said.values()],
         )
 
-    def _look(
-        self, unit: str, snapshot: Snapshot, preempting: bool, pre_enqueue: PreEnqueue, tell: Tell
-    ) -> list[Pending]:
-        """Answer again for one unit's pods (each answer kept while its inputs are the same); returns the
-        Pendings reported for held pods whose condition had to be written."""
+    def _forget(self, units: Iterable[str]) -> dict[str, Admission]:
+        """Drop what the last looks at these units recorded; the answers they gave, by pod, to keep those whose
+        inputs are the same."""
         known: dict[str, Admission] = {}
-        for key in self._visited.pop(unit, ()):
-            previous = self.admitted.pop(key, None)
-            if previous is not None:
-                known[key] = previous
-            self._held.pop(key, None)
-            self._said.pop(key, None)
-        gone = self._units.pop(unit, None)
-        self._members -= len(gone.members) if gone is not None else 0
-        self._unsaid.discard(unit)
-        self.first_held.pop(unit, None)
+        for unit in units:
+            for key in self._visited.pop(unit, ()):
+                previous = self.admitted.pop(key, None)
+                if previous is not None:
+                    known[key] = previous
+                self._held.pop(key, None)
+                self._said.pop(key, None)
+            gone = self._units.pop(unit, None)
+            self._members -= len(gone.members) if gone is not None else 0
+            self._unsaid.discard(unit)
+            self.first_held.pop(unit, None)
+        return known
+
+    def _look(
+        self,
+        unit: str,
+        snapshot: Snapshot,
+        preempting: bool,
+        known: Mapping[str, Admission],
+        pre_enqueue: PreEnqueue,
+        tell: Tell,
+    ) -> list[Pending]:
+        """Answer again for one unit's pods (each answer in `known` kept while its inputs are the same); returns
+        the Pendings reported for held pods whose condition had to be written."""
         pods = self._ours.get(unit)
         if not pods:
             return []

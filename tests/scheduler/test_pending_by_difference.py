@@ -29,6 +29,7 @@ MORE_OPS: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("foreign bind"), st.integers(0, 9)),
     st.tuples(st.just("early member"), CPU),
     st.tuples(st.just("late group"), st.integers(1, 3)),
+    st.tuples(st.just("recreate"), st.integers(0, 99), st.integers(0, 9), CPU),
 )
 
 
@@ -78,6 +79,18 @@ class Remembering(Side):
         elif kind == "late group":
             if "default/late" not in cluster.objects().pod_groups:
                 cluster.create(make_podgroup("late").gang(op[1]).obj())
+        elif kind == "recreate":  # a pending pod deleted and made again under its name in another unit
+            objects = cluster.objects()
+            pending = sorted(key for key, p in objects.pods.items() if not p.spec.node_name)
+            if pending:
+                old = objects.pods[pending[op[1] % len(pending)]]
+                units = [None, *sorted({g.split("/")[1] for g in objects.pod_groups} | {"late"})]
+                now = units[op[2] % len(units)]
+                if now == old.pod_group_name:
+                    now = units[(op[2] + 1) % len(units)]
+                cluster.delete_pod(old, 0)
+                pod = make_pod(old.metadata.name).req(cpu=str(op[3]))
+                cluster.create((pod.group(now) if now else pod).obj())
         else:
             super().apply(op)
 
