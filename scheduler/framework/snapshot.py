@@ -132,9 +132,10 @@ class Snapshot:
     pdbs: tuple[PodDisruptionBudget, ...]
     queues: dict[str, Queue]
     config: SchedulerConfiguration
-    unbound: list[PodInfo] = field(default_factory=list)
+    unbound: Collection[PodInfo] = ()
     """The pods without a node when the snapshot was built, in `pods`' order: the pending pods are among them,
-    so a pass need not walk every bound pod to find them."""
+    so a pass need not walk every bound pod to find them. As `pods`, the builder's own, valid until its next
+    build: a copy of 11,000 cost a backlog's pass 0.5 ms on the real server (issue 23)."""
     members: dict[str, list[PodInfo]] = field(default_factory=dict)
     """Every existing, non-terminal pod of each PodGroup (`namespace/name`), bound or not."""
     nominated: list[PodInfo] = field(default_factory=list)

@@ -581,7 +581,7 @@ def build_snapshot(
         now=now,
         nodes=table,
         pods=base.infos,
-        unbound=list(base.unbound.values()),
+        unbound=base.unbound.values(),
         running=list(base.running),
         versions=base.versions.copy(),
         groups=dict(objects.pod_groups),
