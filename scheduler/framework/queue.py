@@ -84,12 +84,18 @@ class SchedulingQueue:
         self._popped: set[str] = set()
         """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
         leave not parked."""
+        self._backoffs: dict[int, timedelta] = {}
         self._put_since: set[str] | None = None
         """Units parked since the last `pop_order`: with its `changed`, the only parked ones that may have left.
         None before the first, which looks at every unit."""
 
     def _seconds(self, attempts: int) -> timedelta:
-        return timedelta(seconds=min(self._initial * 2 ** (attempts - 1), self._max))
+        """The backoff after `attempts` failures, made once: the old rule's count asks for it ~100 times a
+        backlog's pass (issue 23)."""
+        backoff = self._backoffs.get(attempts)
+        if backoff is None:
+            backoff = self._backoffs[attempts] = timedelta(seconds=min(self._initial * 2 ** (attempts - 1), self._max))
+        return backoff
 
     def _backoff_until(self, parked: _Parked) -> datetime:
         if not parked.backoff:
