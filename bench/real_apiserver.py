@@ -804,6 +804,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     probe(plane, namespace, run, watch)
     passes_before = passes(run)
     cpu_before = run.cpu()
+    others = plane.cpu_seconds()
     run.measuring()
     started = time.perf_counter()
     plane.api.create_many(
@@ -814,6 +815,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
+    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
     passed = pass_note(passes(run), passes_before)
     _, hwm = run.stop()
     watch.stop()
@@ -828,6 +830,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
         done,
         cpu_during,
         hwm,
+        others_cpu_seconds=others,
         note="; ".join(
             part
             for part in (
@@ -949,6 +952,7 @@ def backlog(
     retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passes_before = passes(run)
     cpu_before = run.cpu()
+    others = plane.cpu_seconds()
     run.measuring()
     started = time.perf_counter()
     api.create_many(
@@ -959,6 +963,7 @@ def backlog(
     done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
+    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
     avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
     retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passed = pass_note(passes(run), passes_before)
@@ -982,6 +987,7 @@ def backlog(
         done,
         cpu_during,
         hwm,
+        others_cpu_seconds=others,
         note=note,
     )
 
