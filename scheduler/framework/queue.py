@@ -79,8 +79,11 @@ class SchedulingQueue:
         self._asleep: dict[int, set[str]] = {}
         """The other parked units, by the change count they were parked (or last looked at) against: looked at
         once the count moved on, as the old rule's count of avoided retries needs."""
-        self._due: list[tuple[datetime, str]] = []
-        """A heap of the other parked units whose old-rule backoff (`old_due`) was still running when looked at."""
+        self._due: dict[datetime, list[str]] = {}
+        """The other parked units whose old-rule backoff (`old_due`) was still running when looked at, by when it
+        ends: the units one pass counts share its time, so a backlog's 10,000 share a few entries."""
+        self._due_times: list[datetime] = []
+        """`_due`'s times, a heap."""
         self._popped: set[str] = set()
         """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
         leave not parked."""
@@ -121,7 +124,11 @@ class SchedulingQueue:
             return
         self._awake.discard(key)
         if now is not None and parked.old_due is not None and now < parked.old_due:
-            heapq.heappush(self._due, (parked.old_due, key))
+            due = self._due.get(parked.old_due)
+            if due is None:
+                due = self._due[parked.old_due] = []
+                heapq.heappush(self._due_times, parked.old_due)
+            due.append(key)
         else:
             self._asleep.setdefault(parked.epoch, set()).add(key)
 
@@ -207,8 +214,8 @@ class SchedulingQueue:
         epoch = self._epoch
         for counted in [e for e in self._asleep if e != epoch]:
             looks |= self._asleep.pop(counted)
-        while self._due and self._due[0][0] <= now:
-            looks.add(heapq.heappop(self._due)[1])
+        while self._due_times and self._due_times[0] <= now:
+            looks.update(self._due.pop(heapq.heappop(self._due_times)))
         parked_of = self._parked.get
         ready: list[SchedulingUnit] = []
         for key in looks:
