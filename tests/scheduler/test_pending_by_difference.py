@@ -9,6 +9,7 @@ the pods by state, the pools, each unit's reason, the retries and the retries av
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +18,12 @@ from hypothesis import strategies as st
 from scheduler.api.config import DEFAULT_GATE_NAME
 from scheduler.framework.pending import PendingPods
 from tests.builders import make_pod, make_podgroup
-from tests.scheduler.test_queueing_hints import CPU, OPS, Op, Side
+from tests.scheduler.test_queueing_hints import CPU, MAX_BACKOFF, OPS, Op, Side
 
 FOREIGN_GATE = "example.com/hold"
+WAITS = (1, 3, MAX_BACKOFF.seconds)
+"""The seconds between the passes after each change: within a backoff (the kept side must find the units whose
+old-rule backoff ended, which the full look finds by looking at all), and past the longest."""
 
 MORE_OPS: st.SearchStrategy[Op] = st.one_of(
     OPS,
@@ -94,10 +98,10 @@ class Remembering(Side):
         else:
             super().apply(op)
 
-    def step(self) -> None:
+    def step(self, wait: timedelta = MAX_BACKOFF) -> None:
         if self.forgets:
             self.scheduler.waiting = PendingPods(self.scheduler.is_ours, self.scheduler.config.gate_name)
-        super().step()
+        super().step(wait)
 
     def seen(self) -> dict[str, Any]:
         objects = self.cluster.objects()
@@ -133,7 +137,25 @@ def test_a_pass_that_looks_only_at_what_changed_does_what_a_full_look_does(ops: 
     for op in ops:
         for side in (kept, full):
             side.apply(op)
+        for seconds in WAITS:
+            kept.step(timedelta(seconds=seconds))
+            full.step(timedelta(seconds=seconds))
+            assert kept.seen() == full.seen(), f"after {op}, then {seconds} s"
+
+
+def test_the_old_rules_count_comes_due_between_passes_a_second_apart() -> None:
+    """A change each second beside units that never fit: the kept side finds each unit whose old-rule backoff
+    (1, 2, 4, 8, 10 s) ended at the pass the full look finds it, so both count the same retries avoided."""
+    kept, full = Remembering(forgets=False), Remembering(forgets=True)
+    for side in (kept, full):
         for _ in range(3):
-            kept.step()
-            full.step()
-            assert kept.seen() == full.seen(), f"after {op}"
+            side.apply(("pending", 12, 0, False))
+        side.step()
+    avoided = 0
+    for second in range(30):
+        for side in (kept, full):
+            side.apply(("running", 0, 1, 100))
+            side.step(timedelta(seconds=1))
+        assert kept.seen() == full.seen(), f"at second {second}"
+        avoided += kept.report.retries_avoided
+    assert avoided == 3 * 5  # each unit counted at 1, 3, 7, 15 and 25 s

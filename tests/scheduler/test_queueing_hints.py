@@ -88,8 +88,8 @@ class Side:
             for m in range(members):
                 cluster.create(make_pod(f"{name}-{m}").req(cpu=str(cpu)).group(name).obj())
 
-    def step(self) -> None:
-        self.cluster.advance(self.cluster.now() + MAX_BACKOFF)
+    def step(self, wait: timedelta = MAX_BACKOFF) -> None:
+        self.cluster.advance(self.cluster.now() + wait)
         if self.eager:
             config = self.scheduler.config
             self.scheduler.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
