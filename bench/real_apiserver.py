@@ -74,6 +74,7 @@ import functools
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -110,6 +111,9 @@ PUBLISHED_KUBE_DECISION = {500: "235 s", 1000: "870-1,067 s"}
 
 
 # --------------------------------------------------------------------------------------------- the API
+
+
+WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
 
 
 class ApiError(Exception):
@@ -155,6 +159,19 @@ class Api:
                 raise ApiError(resp.status, text.decode(errors="replace"))
             return json.loads(text) if text else {}
         raise AssertionError("unreachable")
+
+    def text(self, path: str) -> str:
+        """A GET answered in plain text (`/metrics`), on a connection of its own."""
+        conn = self.connection()
+        try:
+            conn.request("GET", path, headers={**self.headers, "Accept": "text/plain"})
+            resp = conn.getresponse()
+            body = resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+        if resp.status >= 300:
+            raise ApiError(resp.status, body)
+        return body
 
     def create_many(self, path: str, bodies: Iterable[dict[str, Any]], workers: int = 8) -> None:
         def one(body: dict[str, Any]) -> None:
@@ -202,6 +219,21 @@ class ControlPlane:
         pids = {name: int((self.dir / "run" / f"{name}.pid").read_text()) for name in ("kube-apiserver", "etcd")}
         mine = os.times()
         return {**{name: proc_cpu_seconds(pid) for name, pid in pids.items()}, "bench": mine.user + mine.system}
+
+    def served(self) -> Counter[str]:
+        """The API server's writes so far by verb and resource, and the watch events it sent by resource (each
+        watcher's copy counted): what a scheduler asks of it, from its `/metrics`."""
+        served: Counter[str] = Counter()
+        for line in self.api.text("/metrics").splitlines():
+            if line.startswith(("apiserver_request_total{", "apiserver_watch_events_total{")):
+                labels, _, value = line.rpartition(" ")
+                found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+                named = (found.get("resource") or found.get("kind"), found.get("subresource"))
+                resource = "/".join(part for part in named if part)
+                verb = found.get("verb", "WATCH EVENT")
+                if verb in WRITES or verb == "WATCH EVENT":
+                    served[f"{verb} {resource}"] += int(float(value))
+        return served
 
     def ensure_nodes(self, count: int) -> None:
         """Nodes node-0 .. node-(count-1): created, or deleted from the top, so exactly `count` exist."""
@@ -694,8 +726,10 @@ class Result:
     writes_per_second: float | None = None
     """`drain`: the API server's writes for the drain, per second: a Binding and a kubelet status write a pod."""
     others_cpu_seconds: dict[str, float] = field(default_factory=dict)
-    """`drain`: the CPU seconds kube-apiserver, etcd and the bench itself (its client, watch and kubelets) used
-    over the same time as the scheduler: where the 2 cores went."""
+    """`drain`, `stream`, `backlog`: the CPU seconds kube-apiserver, etcd and the bench itself (its client, watch
+    and kubelets) used over the same time as the scheduler: where the 2 cores went."""
+    served: dict[str, int] = field(default_factory=dict)
+    """Over the same time: the API server's writes and watch events sent, by kind (`ControlPlane.served`)."""
     note: str = ""
 
     @classmethod
@@ -758,6 +792,21 @@ def probe(plane: ControlPlane, namespace: str, run: SchedulerRun, watch: PodWatc
     plane.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/probe?gracePeriodSeconds=0")
 
 
+class Meanwhile:
+    """What the control plane and the bench spend from now on: CPU by process, and the API server's work by kind."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.cpu = plane.cpu_seconds()
+        self.served = plane.served()
+
+    def since(self) -> tuple[dict[str, float], dict[str, int]]:
+        cpu = {name: used - self.cpu[name] for name, used in self.plane.cpu_seconds().items()}
+        served = self.plane.served()
+        served.subtract(self.served)
+        return cpu, {kind: count for kind, count in served.most_common() if count > 0}
+
+
 def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, label)
@@ -768,12 +817,12 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
     )
     created = pods / (time.perf_counter() - creating)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
-    others = plane.cpu_seconds()
+    meanwhile = Meanwhile(plane)
     run = scheduler(plane, label)
     run.measuring()
     done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
     end = time.perf_counter()
-    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
+    others, served = meanwhile.since()
     passed = pass_note(passes(run))
     cpu, hwm = run.stop()
     watch.stop()
@@ -792,6 +841,7 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         created_per_second=created,
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
+        served=served,
         note="; ".join(part for part in (passed, "" if done else f"only {watch.bound} bound") if part),
     )
 
@@ -804,7 +854,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     probe(plane, namespace, run, watch)
     passes_before = passes(run)
     cpu_before = run.cpu()
-    others = plane.cpu_seconds()
+    meanwhile = Meanwhile(plane)
     run.measuring()
     started = time.perf_counter()
     plane.api.create_many(
@@ -815,7 +865,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
-    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
+    others, served = meanwhile.since()
     passed = pass_note(passes(run), passes_before)
     _, hwm = run.stop()
     watch.stop()
@@ -831,6 +881,7 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
         cpu_during,
         hwm,
         others_cpu_seconds=others,
+        served=served,
         note="; ".join(
             part
             for part in (
@@ -952,7 +1003,7 @@ def backlog(
     retried_before = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passes_before = passes(run)
     cpu_before = run.cpu()
-    others = plane.cpu_seconds()
+    meanwhile = Meanwhile(plane)
     run.measuring()
     started = time.perf_counter()
     api.create_many(
@@ -963,7 +1014,7 @@ def backlog(
     done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
-    others = {name: used - others[name] for name, used in plane.cpu_seconds().items()}
+    others, served = meanwhile.since()
     avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
     retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passed = pass_note(passes(run), passes_before)
@@ -988,6 +1039,7 @@ def backlog(
         cpu_during,
         hwm,
         others_cpu_seconds=others,
+        served=served,
         note=note,
     )
 
@@ -1358,6 +1410,8 @@ def report(results: list[Result]) -> None:
         line += f", peak RSS {fmt(r.hwm_mib, 0)} MiB {r.note}"
         if r.others_cpu_seconds:
             line += " meanwhile CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.others_cpu_seconds.items())
+        if r.served:
+            line += "; a pod: " + ", ".join(f"{k} {v / r.pods:.2f}" for k, v in r.served.items() if v >= r.pods / 10)
         print(line)
     print("\n== medians (ratios: to kube-scheduler)")
     names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
