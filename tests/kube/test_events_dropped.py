@@ -20,7 +20,7 @@ from tests.kube.replica import wait_for
 from tests.kube.stored import stored_pod
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
-LIMIT = next(limit for name, _, limit in LANES if name == "events")
+WORKERS, LIMIT = next((workers, limit) for name, workers, limit in LANES if name == "events")
 
 
 @pytest.fixture
@@ -49,10 +49,11 @@ def test_events_past_the_lane_limit_are_dropped_counted_and_logged_once(
     apiserver: ApiServer, cluster: KubeCluster, calls: Counter[tuple[str, str]]
 ) -> None:
     assert LIMIT is not None
-    apiserver.delay("POST", EVENTS, seconds=2.0)
+    apiserver.delay("POST", EVENTS, seconds=2.0, times=WORKERS)
     pod = stored_pod(apiserver, "p0")
-    cluster.record_event(pod, "Normal", "Scheduled", "first")
-    wait_for(lambda: apiserver.requests_matching("POST", EVENTS))  # the lane's one worker is held: the rest queue
+    for i in range(WORKERS):
+        cluster.record_event(pod, "Normal", "Scheduled", f"held {i}")
+    wait_for(lambda: len(apiserver.requests_matching("POST", EVENTS)) == WORKERS)  # every worker held: the rest queue
     extra = 50
     with structlog.testing.capture_logs() as logs:
         for i in range(LIMIT + extra):

@@ -50,12 +50,14 @@ LANES = (
     ("podgroup-conditions", 1, None),
     ("podgroup-starts", 4, None),
     ("pod-conditions", 1, None),
-    ("events", 1, 10_000),
+    ("events", 16, 10_000),
 )
 """Lane, workers, queue limit. One worker for PodGroup conditions keeps the conditions written to a group in
 order; one for PodScheduled writes (they only inform); four for min-runtime starts, apart from the conditions:
 200 gangs starting at once queued 400 writes on one thread, and a start written seconds late leaves its gang
-without protection meanwhile."""
+without protection meanwhile. As many for Events as for Bindings: each Binding is followed by its `Scheduled`
+Event, and Events need no order. With one worker, a 10,000-node stream of ~300 pods a second filled the lane and
+dropped ~230 Events a second, three in four (issue 23)."""
 
 
 DROPS_LOGGED_EVERY_SECONDS = 10.0
