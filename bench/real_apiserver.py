@@ -797,8 +797,8 @@ class Meanwhile:
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
+        self.served = plane.served()  # first: the API server's CPU to read its /metrics is not the workload's
         self.cpu = plane.cpu_seconds()
-        self.served = plane.served()
 
     def since(self) -> tuple[dict[str, float], dict[str, int]]:
         cpu = {name: used - self.cpu[name] for name, used in self.plane.cpu_seconds().items()}
