@@ -100,7 +100,7 @@ def measure(nodes: int, repeat: int, changed: int) -> tuple[dict[str, list[float
         nonlocal victims
         members = sorted((i for i in snapshot.pods.values() if i.group_key == "bench/gang"), key=lambda i: i.key)
         group = snapshot.groups["bench/gang"]
-        unit = SchedulingUnit("bench/gang", tuple(members), group, GANG, members[0].priority, "PreemptLowerPriority")
+        unit = SchedulingUnit(tuple(members), group, GANG, members[0].priority, "PreemptLowerPriority")
         start, start_cpu = time.perf_counter(), time.process_time()
         result = plugin.post_filter(CycleState(), unit, snapshot, {})
         wall[kind].append(time.perf_counter() - start)

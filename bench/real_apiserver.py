@@ -1243,7 +1243,7 @@ def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs:
                 decisions[str(record.get("preemptor"))] += 1
     gangs_text = "; ".join(
         f"{name}: decided {fmt(decided, 3)} s, bound {fmt(landed, 3)} s, {taken} victims, "
-        f"{decisions.get(f'{namespace}/{name}', 0)} decision(s)"
+        f"{decisions.get(f'podgroup/{namespace}/{name}', 0)} decision(s)"
         for name, decided, landed, taken in per_gang
     )
     result = Result(

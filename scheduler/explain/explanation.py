@@ -18,7 +18,8 @@ from scheduler.api.meta import rfc3339
 from scheduler.explain.dry_run import DryRun, dry_run
 from scheduler.explain.unblock import Unblock, unblockers
 from scheduler.explain.units import InFlight, Unit, in_flight, units_of
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, unit_of
+from scheduler.framework.unit_key import group_unit
 
 API_VERSION = "explain.phalanx.dev/v1alpha1"
 """The `apiVersion` of `explain -o json|yaml` and `status -o json|yaml` documents."""
@@ -124,8 +125,7 @@ def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: T
         pod = objects.pods.get(target.key)
         if pod is None:
             raise NotFound(f'pods "{target.name}" not found')
-        group = pod.pod_group_name
-        key = f"{target.namespace}/{group}" if group else pod.key
+        key = unit_of(pod)
         units = units_of(objects, config, [key])
         unit = units[key]
         if not unit.ours:
@@ -138,8 +138,9 @@ def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: T
     if found is None or (target.api_version is not None and found.api_version != target.api_version):
         plural = "podgroups." + (target.api_version or "scheduling.phalanx.dev/").split("/")[0]
         raise NotFound(f'{plural} "{target.name}" not found')
-    units = units_of(objects, config, [target.key])
-    return units[target.key], units
+    key = group_unit(target.key)
+    units = units_of(objects, config, [key])
+    return units[key], units
 
 
 def explain(objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, target: Target) -> Explanation:
@@ -149,13 +150,13 @@ def explain(objects: ClusterObjects, config: SchedulerConfiguration, now: dateti
     run = None
     if unit.is_pending:
         needed = unit.min_count - unit.bound if unit.policy == "gang" else len(pending)
-        run = dry_run(objects, config, now, unit.key, {m.key for m in pending}, max(1, needed))
-    rivals = [u for u in units.values() if u.key != unit.key and u.priority >= unit.priority]
+        run = dry_run(objects, config, now, unit.unit_key, {m.key for m in pending}, max(1, needed))
+    rivals = [u for u in units.values() if u.unit_key != unit.unit_key and u.priority >= unit.priority]
     found = in_flight(objects, [unit, *rivals])  # one scan of the pods for both
-    flights = [f for f in found if f.preemptor == unit.key]
+    flights = [f for f in found if f.preemptor == unit.unit_key]
     wanted = {n for m in pending if (n := m.nominated) is not None} | set((run.bound if run else {}).values())
     for other in found:
-        if other.preemptor != unit.key and (set(other.nominations.values()) & wanted or not wanted):
+        if other.preemptor != unit.unit_key and (set(other.nominations.values()) & wanted or not wanted):
             flights.append(other)
     explained = Explanation(now, target, unit, len(objects.nodes), run, flights)
     explained.unblock = unblockers(unit, run, flights, objects, config, now)

@@ -84,7 +84,7 @@ def unblockers(
     if run is None:
         return []
     found: list[Unblock] = []
-    own = next((f for f in flights if f.preemptor == unit.key), None)
+    own = next((f for f in flights if f.preemptor == unit.unit_key), None)
     if run.waiting is not None or (own is not None and own.victims):
         left = len(own.victims) if own is not None else 0
         since = f" since {format_instant(own.since, now)}" if own is not None and own.since is not None else ""

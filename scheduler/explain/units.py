@@ -25,10 +25,11 @@ from scheduler.api.meta import rfc3339
 from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClassNotFound
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.reasons import PendingReason
 from scheduler.framework.runner import DEFAULT_SCHEDULER, GROUP_SCHEDULED
 from scheduler.framework.snapshot_builder import effective_priority
+from scheduler.framework.unit_key import group_of, group_unit, object_name
 from scheduler.preemption.actuator import DISRUPTION_TARGET, REASON, message_preemptor
 
 NOT_TRIED = "Pending"
@@ -109,6 +110,11 @@ class Unit:
         }
 
     @property
+    def unit_key(self) -> str:
+        """What the scheduler knows the unit by (`framework/unit_key.py`); `key` is its object's `namespace/name`."""
+        return group_unit(self.key) if self.kind == "PodGroup" else self.key
+
+    @property
     def api_version(self) -> str:
         return self.group.api_version if self.group is not None else "v1"
 
@@ -143,6 +149,7 @@ class InFlight:
     """A preemption under way: the preemptor's nominations and the victims still terminating, since when."""
 
     preemptor: str
+    """The preemptor's unit key: `podgroup/namespace/name`, or the lone pod's `namespace/name`."""
     nominations: dict[str, str]
     victims: tuple[str, ...]
     since: datetime | None
@@ -154,22 +161,21 @@ def is_ours(pod: Pod, config: SchedulerConfiguration) -> bool:
 
 def units_of(objects: ClusterObjects, config: SchedulerConfiguration, keys: Collection[str] = ()) -> dict[str, Unit]:
     """The units with a pending pod of this scheduler, and those named in `keys` (pending or not, a PodGroup
-    without members too), by key (`namespace/name`). Only those are built: a cluster's running pods are tens of
-    thousands of units nobody asked about."""
+    without members too), by unit key (`framework/unit_key.py`: a pod and a PodGroup may share a name). Only
+    those are built: a cluster's running pods are tens of thousands of units nobody asked about."""
     grouped: dict[str, list[Pod]] = {}
     wanted = set(keys)
     for pod in objects.pods.values():
         if pod.is_terminal:
             continue
-        group = pod.pod_group_name
-        key = f"{pod.metadata.namespace or 'default'}/{group}" if group else pod.key
+        key = unit_of(pod)
         grouped.setdefault(key, []).append(pod)
         if not pod.spec.node_name and pod.metadata.deletion_timestamp is None and is_ours(pod, config):
             wanted.add(key)
     return {
         key: _unit(key, grouped.get(key, []), objects, config)
         for key in sorted(wanted)
-        if key in grouped or key in objects.pod_groups
+        if key in grouped or group_of(key) in objects.pod_groups
     }
 
 
@@ -180,8 +186,9 @@ def _created(pod: Pod) -> float:
 
 def _unit(key: str, pods: list[Pod], objects: ClusterObjects, config: SchedulerConfiguration) -> Unit:
     pods.sort(key=lambda p: (_created(p), p.key))
-    group = objects.pod_groups.get(key)
-    grouped = group is not None or any(p.pod_group_name for p in pods)
+    group_key = group_of(key)
+    group = objects.pod_groups.get(group_key) if group_key is not None else None
+    grouped = group_key is not None
     members = tuple(Member(p, tuple(g.name for g in p.spec.scheduling_gates)) for p in pods)
     first = pods[0] if pods else None
     class_name: str | None
@@ -201,7 +208,7 @@ def _unit(key: str, pods: list[Pod], objects: ClusterObjects, config: SchedulerC
     created = created or (first.metadata.creation_timestamp if first is not None else None)
     ours = any(is_ours(p, config) for p in pods) if pods else group is not None
     unit = Unit(
-        key=key,
+        key=object_name(key),
         kind="PodGroup" if grouped else "Pod",
         group=group,
         members=members,
@@ -281,14 +288,14 @@ def in_flight(objects: ClusterObjects, units: Iterable[Unit]) -> list[InFlight]:
         if not unit.is_pending:
             continue
         nominations = {m.key: m.nominated for m in unit.pending_members if m.nominated}
-        victims = list(named.get(unit.key, []))
+        victims = list(named.get(unit.unit_key, []))
         if not victims:
             victims = [p for node in sorted(set(nominations.values())) for p in unnamed.get(node, [])]
         if not nominations and not victims:
             continue
         marks = [c.last_transition_time for p in victims if (c := p.condition(DISRUPTION_TARGET))]
         since = min((t for t in marks if t is not None), default=None)
-        found.append(InFlight(unit.key, nominations, tuple(sorted(p.key for p in victims)), since))
+        found.append(InFlight(unit.unit_key, nominations, tuple(sorted(p.key for p in victims)), since))
     return found
 
 

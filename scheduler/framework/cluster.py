@@ -27,6 +27,7 @@ from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.api.workload import Workload
 from scheduler.framework.ledger import Ledger
+from scheduler.framework.unit_key import group_unit
 
 
 class ChangeFeed(Protocol):
@@ -64,9 +65,9 @@ class ClusterObjects:
 
 
 def unit_of(pod: Pod) -> str:
-    """The scheduling unit a pod's own writes are for: its PodGroup (`namespace/name`), or the pod itself."""
+    """The unit key (`framework/unit_key.py`) a pod's own writes are for: its PodGroup's, or the pod's own."""
     group = pod.pod_group_name
-    return f"{pod.metadata.namespace or 'default'}/{group}" if group else pod.key
+    return group_unit(f"{pod.metadata.namespace or 'default'}/{group}") if group else pod.key
 
 
 def object_key(obj: ApiModel) -> str:

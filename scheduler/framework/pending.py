@@ -24,6 +24,7 @@ from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.reasons import UnitReason
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status
+from scheduler.framework.unit_key import group_unit, unit_key
 
 PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
 """PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
@@ -133,7 +134,7 @@ class PendingPods:
         self._pods: dict[str, PodInfo] = {}
         """Our pending pods: without a node, not being deleted."""
         self._ours: dict[str, dict[str, PodInfo]] = {}
-        """Our pending pods by unit (the PodGroup's key, or the lone pod's)."""
+        """Our pending pods by unit key (`framework/unit_key.py`)."""
         self._gated: dict[str, PodInfo] = {}
         """Those of our pending pods that carry our gate, in the snapshot's order."""
         self._dirty: set[str] = set()
@@ -190,14 +191,14 @@ class PendingPods:
         if pod.metadata.deletion_timestamp is not None or not self._is_ours(pod):
             return
         self._pods[info.key] = info
-        unit = info.group_key or info.key
+        unit = unit_key(info.group_key, info.key)
         self._ours.setdefault(unit, {})[info.key] = info
         self._dirty.add(unit)
         if any(g.name == self._gate for g in pod.spec.scheduling_gates):
             self._gated[info.key] = info
 
     def _remove(self, info: PodInfo) -> None:
-        unit = info.group_key or info.key
+        unit = unit_key(info.group_key, info.key)
         pods = self._ours[unit]
         del pods[info.key]
         if not pods:
@@ -234,11 +235,11 @@ class PendingPods:
             dirty = set(self._ours) | set(self._visited)
         else:
             dirty = self._dirty | self._unsaid | (preempting ^ self._preempting)
-            dirty.update(self._changed_groups)
+            dirty.update(group_unit(key) for key in self._changed_groups)
             last = self._groups
             if groups != last:  # the same objects compare at C speed: most passes
-                dirty.update(key for key, group in groups.items() if last.get(key) is not group)
-                dirty.update(key for key in last if key not in groups)
+                dirty.update(group_unit(key) for key, group in groups.items() if last.get(key) is not group)
+                dirty.update(group_unit(key) for key in last if key not in groups)
         self._all = True  # until this look is done: one that fails half-way is done again in full
         # Every unit's last answers are forgotten before any is looked at: a pod that moved between two of them
         # (its group label changed, or it was made again under its name) is answered under its new unit only.
@@ -317,17 +318,14 @@ class PendingPods:
                     self.first_held[unit] = pending
             elif info.group_key is None:
                 if answer.unit is None:
-                    answer.unit = SchedulingUnit(key, (info,), None, 1, info.priority, info.preemption_policy)
+                    answer.unit = SchedulingUnit((info,), None, 1, info.priority, info.preemption_policy)
                 self._units[unit] = answer.unit
                 self._members += 1
             else:
                 members.append(info)
-        if members:
-            group = snapshot.groups[unit]
+        if members and group is not None:  # admitted members: their PodGroup exists (`GangReadiness`)
             ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
             first = ordered[0]
-            self._units[unit] = SchedulingUnit(
-                unit, ordered, group, group.min_count, first.priority, first.preemption_policy
-            )
+            self._units[unit] = SchedulingUnit(ordered, group, group.min_count, first.priority, first.preemption_policy)
             self._members += len(ordered)
         return told

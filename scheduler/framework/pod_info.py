@@ -8,11 +8,12 @@ for a member, whatever the pod's own class says (docs/DESIGN.md, API: Priority).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
+from scheduler.framework.unit_key import group_unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,6 @@ class PodInfo:
 class SchedulingUnit:
     """What one scheduling cycle places: a lone pod, or every pending member of a PodGroup."""
 
-    key: str
     members: tuple[PodInfo, ...]
     group: PodGroup | None
     min_count: int
@@ -51,10 +51,22 @@ class SchedulingUnit:
     """Other pod groups' nominations hold against this unit whatever their priority (`Snapshot.holds_room`): a
     gang's first try, so that it does not take the room another gang's preemption already paid for
     (`Scheduler._place_sparing_claims`)."""
+    key: str = field(init=False)
+    """The unit key (`framework/unit_key.py`): `podgroup/namespace/name`, or the lone pod's key. Made from the
+    group or the first member, so that it cannot disagree with them; kept, as a pass reads it for every unit."""
+
+    def __post_init__(self) -> None:
+        key = group_unit(self.group.key) if self.group is not None else self.members[0].key
+        object.__setattr__(self, "key", key)
 
     @property
     def is_group(self) -> bool:
         return self.group is not None
+
+    @property
+    def name(self) -> str:
+        """The PodGroup's or the lone pod's `namespace/name`, as messages and Events name the unit."""
+        return self.group.key if self.group is not None else self.members[0].key
 
 
 @dataclass(frozen=True, slots=True)

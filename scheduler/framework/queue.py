@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 
 from scheduler.framework.hints import Changes, Sighting, changes, unchanged_pods
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.unit_key import group_unit
 
 NEVER = "Never"
 
@@ -181,7 +182,7 @@ class SchedulingQueue:
                 parked.woken_by = "terminating"
             elif parked.may_preempt and found.policy:
                 parked.woken_by = "policy"
-        for key in found.groups:
+        for key in map(group_unit, found.groups):
             own = self._parked.get(key)
             if own is not None and own.woken_by is None:
                 own.woken_by = "group"

@@ -64,6 +64,7 @@ from scheduler.framework.reasons import PendingReason, ReasonBook, UnitReason
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.framework.status import Code, Status, error, unschedulable
+from scheduler.framework.unit_key import group_of, unit_key
 
 log = structlog.get_logger(__name__)
 
@@ -244,8 +245,9 @@ class Scheduler:
         report.repeats.update(told.by_reason)  # as `_tell` counts them, with nothing to say or write
         for key in sorted(first.keys() - told.keys() - tried):
             pending = first[key]
-            group = snapshot.groups.get(key)
-            members = snapshot.members.get(key, [])
+            group_key = group_of(key)
+            group = snapshot.groups.get(group_key) if group_key is not None else None
+            members = snapshot.members.get(group_key, []) if group_key is not None else []
             fresh = group if group is not None and not any(m.node_name for m in members) else None
             last = last_told.get(key)
             if last is not None and last[0] is pending and last[1] is fresh and current.get(key) is last[2]:
@@ -277,14 +279,14 @@ class Scheduler:
         states.update(self.queue.pods_by_pool(units, members))
         gone: set[str] = set()
         for key in placed:
-            unit_key = snapshot.pods[key].group_key or key
-            states[pool(unit_key)] -= 1
-            gone.add(unit_key)
+            unit = unit_key(snapshot.pods[key].group_key, key)
+            states[pool(unit)] -= 1
+            gone.add(unit)
         admitted = self.waiting.admitted
         for info in snapshot.nominated:
             key = info.key
             if key in admitted and key not in held and key not in placed:
-                states[pool(info.group_key or key)] -= 1
+                states[pool(unit_key(info.group_key, key))] -= 1
                 states["nominated"] += 1
         done = {
             key
@@ -362,7 +364,8 @@ class Scheduler:
         """As `_unit_failed` tells a unit whose own write was refused: a Warning Event, and its pending
         members' PodScheduled condition (reason SchedulerError) say which write and what the server said."""
         unit = refusal.unit
-        regarding = objects.pod_groups.get(unit) or objects.pods.get(unit)
+        group_key = group_of(unit)
+        regarding = objects.pod_groups.get(group_key) if group_key is not None else objects.pods.get(unit)
         if regarding is None:
             return
         write = f"{refusal.operation} {refusal.pod}: {refusal.answer}".rstrip(": ")
@@ -375,8 +378,8 @@ class Scheduler:
             message=message,
             last_transition_time=self.cluster.now(),
         )
-        for key, pod in objects.pods.items():
-            if (key == unit or unit_of(pod) == unit) and not pod.spec.node_name:
+        for pod in objects.pods.values():
+            if unit_of(pod) == unit and not pod.spec.node_name:
                 self.cluster.set_pod_condition(pod, condition)
 
     def _unit_failed(
@@ -411,7 +414,7 @@ class Scheduler:
         gate = self.config.gate_name
         removed = False
         for info in gated:
-            if self.queue.backing_off(info.group_key or info.key, snapshot.now):
+            if self.queue.backing_off(unit_key(info.group_key, info.key), snapshot.now):
                 continue  # a refused write: its gates stay until the backoff is over
             if info.group_key is not None:
                 group = snapshot.groups.get(info.group_key)
@@ -449,7 +452,7 @@ class Scheduler:
         snapshot = memo.snapshot
         state = CycleState()
         unit, trial, failures = self._place_sparing_claims(unit, memo, state)
-        already = self._bound_members(unit, snapshot) if unit.group is not None else 0
+        already = self._bound_members(unit.group, snapshot) if unit.group is not None else 0
         verdicts = [verdict for _, verdict in failures.values() if verdict is not None]
         fit_error = describe(verdicts[0], len(snapshot.nodes.names)) if verdicts else ""
         needed = unit.min_count if unit.group is not None and unit.group.is_gang else already + len(unit.members)
@@ -458,8 +461,8 @@ class Scheduler:
             for pod, row in trial:
                 snapshot.forget(pod, row)
                 memo.changed(row)
-            gang = f"gang {unit.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
-            held_back = len(snapshot.members.get(unit.key, ())) - already - len(unit.members)
+            gang = f"gang {unit.group.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
+            held_back = len(snapshot.members.get(unit.group.key, ())) - already - len(unit.members)
             gang += f" ({held_back} held back by scheduling gates)." if held_back > 0 else "."
             failures = {
                 m.key: (
@@ -510,8 +513,8 @@ class Scheduler:
         self.cluster.set_pod_group_condition(group, condition)
         return True
 
-    def _bound_members(self, unit: SchedulingUnit, snapshot: Snapshot) -> int:
-        return sum(1 for m in snapshot.members.get(unit.key, ()) if m.node_name is not None)
+    def _bound_members(self, group: PodGroup, snapshot: Snapshot) -> int:
+        return sum(1 for m in snapshot.members.get(group.key, ()) if m.node_name is not None)
 
     def _place_sparing_claims(
         self, unit: SchedulingUnit, memo: PlacementMemo, state: CycleState
@@ -527,7 +530,7 @@ class Scheduler:
         if unit.group is not None and unit.group.is_gang and snapshot.claims_against(unit):
             sparing = replace(unit, spares_claims=True)
             trial, failures = self._place_held(sparing, memo, state)
-            if len(trial) + self._bound_members(unit, snapshot) >= unit.min_count:
+            if len(trial) + self._bound_members(unit.group, snapshot) >= unit.min_count:
                 return sparing, trial, failures
             for pod, row in trial:
                 snapshot.forget(pod, row)

@@ -23,6 +23,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.unit_key import unit_key
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -181,8 +182,7 @@ class Snapshot:
                 or (elsewhere is not None and pod.pod.status.nominated_node_name not in elsewhere)
                 or (unit.spares_claims and elsewhere is None and pod.group_key is not None)
             )
-            and pod.key != unit.key
-            and pod.group_key != unit.key
+            and unit_key(pod.group_key, pod.key) != unit.key
             and getattr(self.pods.get(pod.key), "node_name", None) is None
         )
 

@@ -149,7 +149,7 @@ def _winning_key(annotation: str) -> str:
 def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
     """Running pods and groups whose deciding class is gone: they are unprotected until it returns."""
     found: list[ConfigurationWarning] = []
-    seen: set[str] = set()
+    seen: set[tuple[bool, str]] = set()
     classes = snapshot.priority_classes
     groups = snapshot.groups
     # Every pass asks: the names in use (counted by the snapshot builder; a member's PodInfo carries its group's
@@ -167,9 +167,9 @@ def _missing_classes(snapshot: Snapshot) -> list[ConfigurationWarning]:
         if not name or name in classes:
             continue
         key = group.key if group is not None else info.key
-        if key in seen:
+        if (group is not None, key) in seen:  # a pod and a PodGroup may share a name
             continue
-        seen.add(key)
+        seen.add((group is not None, key))
         note = (
             f"spec.priorityClassName: Not found: {name!r}: no PriorityClass with name {name} was found; "
             f"{key} is treated as having no preemption toleration"

@@ -116,7 +116,7 @@ class WorkloadPreemption:
         if unit.group is None:
             return 1
         pods = snapshot.pods
-        bound = sum(1 for m in snapshot.members.get(unit.key, ()) if pods.get(m.key, m).node_name is not None)
+        bound = sum(1 for m in snapshot.members.get(unit.group.key, ()) if pods.get(m.key, m).node_name is not None)
         return max(1, unit.min_count - bound)
 
     @staticmethod

@@ -21,6 +21,7 @@ from scheduler.framework.cluster import Cluster
 from scheduler.framework.interfaces import PostFilterResult
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.unit_key import group_unit
 from scheduler.preemption.decision import Decision
 
 log = structlog.get_logger(__name__)
@@ -36,13 +37,15 @@ ANNOUNCED = 4096
 def message_for(unit: SchedulingUnit) -> str:
     """Upstream's DisruptionTarget message, and the preemptor (`message_preemptor` reads it back)."""
     kind = "podgroup" if unit.is_group else "pod"
-    return f"phalanx-scheduler: preempting to accommodate a higher priority {kind} {unit.key}"
+    return f"phalanx-scheduler: preempting to accommodate a higher priority {kind} {unit.name}"
 
 
 def message_preemptor(message: str) -> str | None:
-    """The preemptor `namespace/name` a DisruptionTarget message of `message_for` names, or None."""
+    """The unit key of the preemptor a DisruptionTarget message of `message_for` names, or None."""
     head, _, key = message.rpartition(" ")
-    return key if head.startswith("phalanx-scheduler: preempting") and "/" in key else None
+    if not head.startswith("phalanx-scheduler: preempting") or "/" not in key:
+        return None
+    return group_unit(key) if head.endswith(" podgroup") else key
 
 
 class PreemptionActuator:
@@ -98,11 +101,12 @@ class PreemptionActuator:
                 ):
                     continue
                 self.cluster.set_pod_condition(pod, condition, unit=unit.key)
-                note = f"Preempted by {kind} {unit.key} on node {info.node_name}"
+                note = f"Preempted by {kind} {unit.name} on node {info.node_name}"
                 self.cluster.record_event(pod, "Normal", "Preempted", note, related=preemptor)
                 self.cluster.delete_pod(pod, None, unit=unit.key)
                 preempted[info.key] = info.node_name
-            group = self.cluster.objects().pod_groups.get(victim.key) if victim.is_group else None
+            whole = victim.group if victim.is_group else None
+            group = self.cluster.objects().pod_groups.get(whole.key) if whole is not None else None
             if group is not None:
                 marked = any(c.type == DISRUPTION_TARGET and c.status == "True" for c in group.status.conditions)
                 if not marked:

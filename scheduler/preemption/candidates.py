@@ -28,6 +28,7 @@ from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, Vict
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, changed_rows
 from scheduler.framework.status import Code, Status
+from scheduler.framework.unit_key import group_unit
 from scheduler.preemption.decision import SEARCH_PLUGIN, Decision, Outcome
 from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
 
@@ -420,7 +421,7 @@ def build_candidates(
     for held in snapshot.held_against(unit):
         free[table.index[held.pod.status.nominated_node_name or ""]] -= table.usage(held.requests)
     selected: BoolArray = running.priority < unit.priority
-    own = running.code(unit.key)
+    own = running.code(unit.group.key) if unit.group is not None else -1
     if own >= 0:
         selected &= running.member != own
     pod_rows = np.flatnonzero(selected)
@@ -459,7 +460,7 @@ def build_candidates(
     keys = running.keys[first]
     whole_units: dict[str, int] = {}
     for at in np.flatnonzero(whole).tolist():
-        keys[at] = running.group_keys[int(running.member[first[at]])]
+        keys[at] = group_unit(running.group_keys[int(running.member[first[at]])])
         whole_units[keys[at]] = at
     units = Units(
         keys=keys.tolist(),

@@ -16,9 +16,11 @@ from typing import Any
 from scheduler.api.meta import rfc3339
 
 SEARCH_PLUGIN = "WorkloadPreemption"
-DECISION_SCHEMA = "phalanx.dev/decision/v1"
+DECISION_SCHEMA = "phalanx.dev/decision/v2"
 """`schemaVersion` of `Decision.as_json`, the one schema of `simulate -o json`'s `decisions` and `explain -o json`'s
-`decision`: fields may be added within a version; a field renamed, removed or changed in meaning makes a new one."""
+`decision`: fields may be added within a version; a field renamed, removed or changed in meaning makes a new one.
+v2: `preemptor` and each victim's and spared candidate's `unit` are unit keys (`framework/unit_key.py`), a PodGroup's
+`podgroup/namespace/name` (v1 wrote `namespace/name` for both kinds, and a pod and a PodGroup may share it)."""
 
 
 class VictimReason(enum.StrEnum):

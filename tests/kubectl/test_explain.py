@@ -63,7 +63,7 @@ def test_a_gang_that_preempts_now_shows_the_decision_and_when_it_binds(capsys: p
         "Kind:          PodGroup (scheduling.phalanx.dev/v1alpha1): gang, minCount 6, disruptionMode PodGroup\n" in text
     )
     assert "Placement now: 0 of 6 member(s) fit. 0/4 nodes are available: 4 Insufficient nvidia.com/gpu." in text
-    assert "  preemptor ml/llama-finetune (priority 5000): preempting 4 unit(s) to place 6 member(s)" in text
+    assert "  preemptor podgroup/ml/llama-finetune (priority 5000): preempting 4 unit(s) to place 6 member(s)" in text
     assert "binary-search bound: priority 100" in text
     assert "protected by PreemptionToleration: physics/sim-42 tolerates preemption by priority 5000" in text
     assert "Dry run:       bound at 2026-03-01T12:00:30Z (6 member(s) on gpu-0, gpu-1)" in text
@@ -74,8 +74,13 @@ def test_a_gang_that_preempts_now_shows_the_decision_and_when_it_binds(capsys: p
     document = as_json(capsys, "pg", "llama-finetune", "-n", "ml", "-f", DEMO, "--now", DEMO_NOW)
     decision = document["decision"]
     assert (document["apiVersion"], document["kind"]) == ("explain.phalanx.dev/v1alpha1", "Explanation")
-    assert decision["schemaVersion"] == "phalanx.dev/decision/v1"
-    assert {v["unit"] for v in decision["victims"]} == {"research/sweep", "batch/etl-0", "batch/etl-1", "batch/etl-2"}
+    assert decision["schemaVersion"] == "phalanx.dev/decision/v2"
+    assert {v["unit"] for v in decision["victims"]} == {
+        "podgroup/research/sweep",
+        "batch/etl-0",
+        "batch/etl-1",
+        "batch/etl-2",
+    }
     assert {(s["unit"], s["reason"], s["until"]) for s in decision["spared"]} == {
         ("physics/sim-42", "Protected", "2026-03-01T12:15:01Z"),
         ("batch/etl-3", "Reprieved", None),
@@ -101,7 +106,7 @@ def test_the_decision_has_simulates_schema(capsys: pytest.CaptureFixture[str]) -
 def test_a_protected_victim_names_who_protects_it_and_when_the_unit_binds(capsys: pytest.CaptureFixture[str]) -> None:
     code, text, err = explain(capsys, "pod/eval-harness", "-n", "ml", "-f", DEMO, "--now", DEMO_NOW)
     assert code == 0, err
-    assert "Tried first:   ml/llama-finetune: they take room before it" in text
+    assert "Tried first:   podgroup/ml/llama-finetune: they take room before it" in text
     assert (
         "  - when physics/sim-42's toleration ends at 12:15:01Z, preemption places the pod "
         "(bound at 12:15:31Z in the dry run)"
@@ -134,10 +139,10 @@ def test_min_runtime_names_the_queue_path_and_lowest_common_ancestor(
     ]
     path = dump(tmp_path, objects)
     document = as_json(capsys, "pg", "new", "-n", "team-b", "-f", path, "--now", NOW)
-    old = next(s for s in document["decision"]["spared"] if s["unit"] == "team-a/old")
+    old = next(s for s in document["decision"]["spared"] if s["unit"] == "podgroup/team-a/old")
     assert old["plugin"] == "MinRuntime"
     assert old["message"] == (
-        "team-a/old is protected by reclaim-min-runtime 10m (queue research) until 12:10:00Z (queues vision > "
+        "podgroup/team-a/old is protected by reclaim-min-runtime 10m (queue research) until 12:10:00Z (queues vision > "
         "research > org, the preemptor's nlp > research > org; lowest common ancestor research)"
     )
 
@@ -201,7 +206,10 @@ def test_a_preemption_under_way_is_in_flight(tmp_path: Path, capsys: pytest.Capt
     code, text, err = explain(capsys, "pg", "train", "-f", dump(tmp_path, objects), "--now", NOW)
     assert code == 0, err
     assert "State:         Preempting\n" in text
-    flight = "  default/train: 1 member(s) nominated to gpu-0; 1 victim(s) still terminating since 2026-01-01T11:59:00Z"
+    flight = (
+        "  podgroup/default/train: 1 member(s) nominated to gpu-0; 1 victim(s) still terminating since "
+        "2026-01-01T11:59:00Z"
+    )
     assert flight in text
     assert "  - its preemption is under way: 1 victim still terminating since 11:59:00Z" in text
 
@@ -261,3 +269,26 @@ def test_yaml_is_the_json_document(tmp_path: Path, capsys: pytest.CaptureFixture
     code, out, err = explain(capsys, "pod/w0", "-f", path, "--now", NOW, "-o", "yaml")
     assert code == 0, err
     assert yaml.safe_load(out) == as_json(capsys, "pod/w0", "-f", path, "--now", NOW)
+
+
+def test_a_pod_and_a_podgroup_of_one_name_are_explained_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pod/train` is the lone pod, `podgroup/train` the gang waiting for members: neither takes the other's
+    members, state or reason."""
+    path = dump(
+        tmp_path,
+        [
+            make_node("n0").cap(cpu="4").obj(),
+            make_podgroup("train").gang(3).obj(),
+            make_pod("train-0").req(cpu="1").group("train").obj(),
+            make_pod("train").req(cpu="1").obj(),
+        ],
+    )
+    pod = as_json(capsys, "pod/train", "-f", path, "--now", NOW)
+    group = as_json(capsys, "podgroup/train", "-f", path, "--now", NOW)
+    assert (pod["unit"]["kind"], pod["unit"]["reason"]) == ("Pod", "Pending")
+    assert [m["pod"] for m in pod["members"]] == ["default/train"]
+    assert pod["forecast"]["bound"] == [{"pod": "default/train", "node": "n0"}]
+    assert (group["unit"]["kind"], group["unit"]["reason"]) == ("PodGroup", "WaitingForGang")
+    assert [m["pod"] for m in group["members"]] == ["default/train-0"]

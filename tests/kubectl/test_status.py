@@ -85,7 +85,7 @@ def test_every_pending_unit_in_one_table_with_totals_and_preemptions(
     ]
     assert [cells(line) for line in flights.splitlines()] == [
         ["PREEMPTOR", "NOMINATED", "VICTIMS LEFT", "SINCE"],
-        ["ml/train", "1", "1", "90s"],
+        ["podgroup/ml/train", "1", "1", "90s"],
     ]
 
 
@@ -109,7 +109,7 @@ def test_json_has_the_same_rows_totals_and_preemptions(tmp_path: Path, capsys: p
     }
     assert document["preemptions"] == [
         {
-            "preemptor": "ml/train",
+            "preemptor": "podgroup/ml/train",
             "nominated": 1,
             "victimsLeft": 1,
             "victims": ["batch/low"],

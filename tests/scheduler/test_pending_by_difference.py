@@ -34,6 +34,7 @@ MORE_OPS: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("early member"), CPU),
     st.tuples(st.just("late group"), st.integers(1, 3)),
     st.tuples(st.just("recreate"), st.integers(0, 99), st.integers(0, 9), CPU),
+    st.tuples(st.just("namesake"), CPU, st.booleans()),
 )
 
 
@@ -95,6 +96,11 @@ class Remembering(Side):
                 cluster.delete_pod(old, 0)
                 pod = make_pod(old.metadata.name).req(cpu=str(op[3]))
                 cluster.create((pod.group(now) if now else pod).obj())
+        elif kind == "namesake":  # a lone pod named as a PodGroup (one that exists, or `late` before it does)
+            groups = sorted({g.split("/")[1] for g in cluster.objects().pod_groups} | {"late"})
+            name = groups[0] if op[2] else "late"
+            if f"default/{name}" not in cluster.objects().pods:
+                cluster.create(make_pod(name).req(cpu=str(op[1])).obj())
         else:
             super().apply(op)
 

@@ -73,7 +73,7 @@ def test_a_reason_is_said_once_and_its_repeats_are_counted() -> None:
     warnings = [(e.regarding, e.regarding_kind, e.reason) for e in cluster.events if e.event_type == "Warning"]
     assert warnings == [("ml/train", "PodGroup", "FailedScheduling")], "one Warning on the PodGroup, not one per pass"
     assert first.repeats == {} and second.repeats == {"Unschedulable": 1}
-    assert {k: (r.reason, r.queue) for k, r in second.reasons.items()} == {"ml/train": ("Unschedulable", "")}
+    assert {k: (r.reason, r.queue) for k, r in second.reasons.items()} == {"podgroup/ml/train": ("Unschedulable", "")}
     assert second.pods == {"unschedulable": 2}
 
 
@@ -134,7 +134,7 @@ def test_preemption_is_announced_once_and_the_victims_name_their_preemptor() -> 
     (condition,) = cluster.objects().pod_groups["default/train"].status.conditions
     assert (condition.reason, condition.status) == ("Preempting", "False")
     assert first.pods == {"nominated": 1} and second.pods == {"nominated": 1}
-    assert "waiting for 1 preempted pod(s) to terminate" in second.reasons["default/train"].message
+    assert "waiting for 1 preempted pod(s) to terminate" in second.reasons["podgroup/default/train"].message
 
 
 def test_held_units_say_why_on_their_podgroup() -> None:
@@ -153,7 +153,7 @@ def test_held_units_say_why_on_their_podgroup() -> None:
     (condition,) = cluster.objects().pod_groups["default/train"].status.conditions
     assert (condition.reason, condition.message) == ("WaitingForGang", "2/4 members exist, gang needs 4")
     assert {k: r.reason for k, r in report.reasons.items()} == {
-        "default/train": "WaitingForGang",
+        "podgroup/default/train": "WaitingForGang",
         "default/held": "SchedulingGated",
     }
     assert report.pods == {"waiting": 2, "gated": 1}

@@ -41,9 +41,9 @@ def test_demo_shows_a_preemption_a_protected_unit_and_the_bindings_that_follow(
     text = run(capsys, str(demo_path()))
     lines = text.splitlines()
     assert lines[0] == f"Simulated {NOW} .. 2026-03-01T12:15:31Z: 7 bound, 6 preempted, 0 pending"
-    assert f"{NOW} preemptor ml/llama-finetune (priority 5000): preempting 4 unit(s)" in text
+    assert f"{NOW} preemptor podgroup/ml/llama-finetune (priority 5000): preempting 4 unit(s)" in text
     assert (
-        "victims: 4 units (research/sweep, batch/etl-0, batch/etl-1, batch/etl-2), 5 pods on 2 nodes; "
+        "victims: 4 units (podgroup/research/sweep, batch/etl-0, batch/etl-1, batch/etl-2), 5 pods on 2 nodes; "
         "pods by priority: 10 (3), 100 (2); by namespace: batch (3), research (2)"
     ) in text
     assert "binary-search bound: priority 100" in text
@@ -66,7 +66,7 @@ def test_demo_shows_a_preemption_a_protected_unit_and_the_bindings_that_follow(
 def test_json_decisions_carry_the_whole_explanation(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(run(capsys, str(demo_path()), "-o", "json"))
     first, second = report["decisions"]
-    assert first["schemaVersion"] == "phalanx.dev/decision/v1"
+    assert first["schemaVersion"] == "phalanx.dev/decision/v2"
     assert set(first) == {
         "schemaVersion",
         "time",
@@ -84,13 +84,13 @@ def test_json_decisions_carry_the_whole_explanation(capsys: pytest.CaptureFixtur
     }
     assert (first["time"], first["preemptor"], first["outcome"], first["bound"]) == (
         NOW,
-        "ml/llama-finetune",
+        "podgroup/ml/llama-finetune",
         "Preempt",
         100,
     )
     sweep = first["victims"][0]
     assert sweep == {
-        "unit": "research/sweep",
+        "unit": "podgroup/research/sweep",
         "priority": 100,
         "pods": ["research/sweep-0", "research/sweep-1"],
         "nodes": ["gpu-1"],
@@ -133,10 +133,10 @@ def test_json_decisions_say_why_preemption_cannot_help(tmp_path: Path, capsys: p
 
 def test_per_victim_detail_only_with_verbose(capsys: pytest.CaptureFixture[str]) -> None:
     text = run(capsys, str(demo_path()))
-    assert "victim research/sweep" not in text and "Preemptions" not in text
+    assert "victim podgroup/research/sweep" not in text and "Preemptions" not in text
     assert "nominated ml/llama-finetune-0" not in text
     verbose = run(capsys, str(demo_path()), "-v")
-    assert "  victim research/sweep (priority 100) on gpu-1: DisruptionModePodGroup" in verbose
+    assert "  victim podgroup/research/sweep (priority 100) on gpu-1: DisruptionModePodGroup" in verbose
     assert "  spared batch/etl-3 (priority 10) by WorkloadPreemption: Reprieved" in verbose
     assert "  nominated ml/llama-finetune-0 -> gpu-0" in verbose
     assert "Preemptions" in verbose and "gpu-2" in verbose, "-v lists every preempted pod and every node"

@@ -308,41 +308,55 @@ def test_a_resource_leaves_the_node_table_with_the_last_node_that_lists_it() -> 
         assert snapshot_state(kept) == snapshot_state(fresh), f"after {name}"
 
 
-def _unit(snapshot: Snapshot, key: str, priority: int) -> SchedulingUnit:
-    members = tuple(info for info in snapshot.pods.values() if info.key == key or info.group_key == key)
-    return SchedulingUnit(key, members, snapshot.groups.get(key), len(members), priority, "PreemptLowerPriority")
+def _unit(snapshot: Snapshot, kind: str, name: str, priority: int) -> SchedulingUnit:
+    """The lone pod `default/name` (`kind` pod), or every member of the PodGroup `default/name`."""
+    if kind == "pod":
+        return SchedulingUnit((snapshot.pods[f"default/{name}"],), None, 1, priority, "PreemptLowerPriority")
+    members = tuple(snapshot.members[f"default/{name}"])
+    return SchedulingUnit(members, snapshot.groups[f"default/{name}"], len(members), priority, "PreemptLowerPriority")
 
 
 @pytest.mark.parametrize(
-    ("unit", "priority", "placed", "want_held"),
+    ("unit", "nominee", "priority", "placed", "want_held"),
     [
-        pytest.param("default/low", 5, False, True, id="a nominee of higher priority holds room"),
-        pytest.param("default/low", 10, False, True, id="a nominee of equal priority holds room"),
-        pytest.param("default/low", 11, False, False, id="a nominee of lower priority holds none"),
-        pytest.param("default/nominee", 5, False, False, id="a pod holds no room against itself"),
-        pytest.param("default/g", 5, False, False, id="a member holds no room against its own group"),
-        pytest.param("default/low", 5, True, False, id="a nominee placed in this pass counts as placed, not held"),
+        pytest.param("pod/low", "member", 5, False, True, id="a nominee of higher priority holds room"),
+        pytest.param("pod/low", "member", 10, False, True, id="a nominee of equal priority holds room"),
+        pytest.param("pod/low", "member", 11, False, False, id="a nominee of lower priority holds none"),
+        pytest.param("pod/alone", "alone", 5, False, False, id="a pod holds no room against itself"),
+        pytest.param("podgroup/g", "member", 5, False, False, id="a member holds no room against its own group"),
+        pytest.param("pod/g", "member", 5, False, True, id="a member holds room against a lone pod named as its group"),
+        pytest.param("podgroup/g", "alone", 5, False, True, id="a lone pod holds room against a group of its name"),
+        pytest.param(
+            "pod/low", "member", 5, True, False, id="a nominee placed in this pass counts as placed, not held"
+        ),
     ],
 )
-def test_a_nominated_pod_holds_room_by_one_rule(unit: str, priority: int, placed: bool, want_held: bool) -> None:
+def test_a_nominated_pod_holds_room_by_one_rule(
+    unit: str, nominee: str, priority: int, placed: bool, want_held: bool
+) -> None:
+    """A pod and a PodGroup may share a name (`g`, and `alone` beside a group `alone`): they are two units."""
     objects = cluster_of(
         [
             make_node("a").cap(cpu="8", memory="8Gi").obj(),
             make_podgroup("g").gang(1).priority(10).obj(),
-            make_pod("nominee").req(cpu="1").priority(10).group("g").nominated("a").obj(),
+            make_pod("member").req(cpu="1").priority(10).group("g").nominated("a").obj(),
+            make_pod("alone").req(cpu="1").priority(10).nominated("a").obj(),
             make_pod("low").req(cpu="1").priority(5).obj(),
+            make_pod("g").req(cpu="1").priority(5).obj(),
         ]
     )
+    if unit == "podgroup/g" and nominee == "alone":  # the group named as the lone nominee, with one member
+        objects.pod_groups["default/alone"] = make_podgroup("alone").gang(1).obj()
+        objects.pods["default/alone-0"] = make_pod("alone-0").req(cpu="1").priority(5).group("alone").obj()
+        unit = "podgroup/alone"
     snapshot = build_snapshot(objects, EPOCH, SchedulerConfiguration())
-    nominee = next(p for p in snapshot.nominated if p.key == "default/nominee")
+    held = next(p for p in snapshot.nominated if p.key == f"default/{nominee}")
     if placed:
-        snapshot.assume(nominee, snapshot.nodes.index["a"])
-    if unit == "default/nominee":
-        against = SchedulingUnit(unit, (nominee,), None, 1, priority, "PreemptLowerPriority")
-    else:
-        against = _unit(snapshot, unit, priority)
-    assert snapshot.holds_room(nominee, against) is want_held
-    assert (nominee in snapshot.held_against(against)) is want_held
+        snapshot.assume(held, snapshot.nodes.index["a"])
+    kind, _, name = unit.partition("/")
+    against = _unit(snapshot, kind, name, priority)
+    assert snapshot.holds_room(held, against) is want_held
+    assert (held in snapshot.held_against(against)) is want_held
 
 
 def memory_write(draw: st.DrawFn, cluster: MemoryCluster) -> None:

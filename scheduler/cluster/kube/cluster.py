@@ -50,6 +50,7 @@ from scheduler.cluster.kube.lanes import Stopped
 from scheduler.cluster.kube.view import KubeView, version
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
 from scheduler.framework.ledger import Ledger
+from scheduler.framework.unit_key import group_unit
 
 __all__ = ["KubeCluster", "NotLeader"]
 
@@ -227,14 +228,14 @@ class KubeCluster:
             raise NotLeader("set_group_condition")
         if merge_condition(self.current_group(group).status.conditions, condition, self.now()) is not None:
             key = object_key(group)
-            self.dispatcher.add(PodGroupCondition(key, key, group=group, condition=condition))
+            self.dispatcher.add(PodGroupCondition(key, group_unit(key), group=group, condition=condition))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         if not self.may_write():
             raise NotLeader("annotate_group")
         if self.current_group(group).metadata.annotations.get(key) != value:
             at = object_key(group)
-            self.dispatcher.add(PodGroupAnnotation(at, at, group=group, name=key, value=value))
+            self.dispatcher.add(PodGroupAnnotation(at, group_unit(at), group=group, name=key, value=value))
 
     def delete_pod(self, pod: Pod, grace_period_seconds: int | None, unit: str | None = None) -> None:
         """Shown terminating at once; sent by the preemption workers after the pod's DisruptionTarget. One

@@ -55,7 +55,7 @@ def test_victims_marked_evented_and_deleted_with_grace(tmp_path: Path) -> None:
     assert ("default/old-0", "Preempted", "default/train", "PodGroup") in events
     (preempting,) = [e for e in cluster.events if e.reason == "Preempting"]
     assert preempting.regarding == "default/train"
-    assert "victims: 1 unit (default/old), 2 pods on 2 nodes" in preempting.note
+    assert "victims: 1 unit (podgroup/default/old), 2 pods on 2 nodes" in preempting.note
     group = cluster.objects().pod_groups["default/old"]
     assert any(c.type == "DisruptionTarget" and c.reason == "PreemptionByScheduler" for c in group.status.conditions)
     assert pods["default/train-0"].status.nominated_node_name in {"n1", "n2"}
@@ -66,12 +66,12 @@ def test_replaying_a_decision_changes_nothing(tmp_path: Path) -> None:
     """Idempotent: the same proposal applied again (as after a restart) adds no event, write or deletion."""
     cluster, scheduler = cluster_with_group_victim(tmp_path)
     report = scheduler.schedule_pending()
-    ((unit_key, result),) = report.post_filter
+    ((_, result),) = report.post_filter
     events = len(cluster.events)
     versions = {k: p.metadata.resource_version for k, p in cluster.objects().pods.items()}
     snapshot = build_snapshot(cluster.objects(), NOW, scheduler.config)
     member = snapshot.pods["default/train-0"]
-    unit = SchedulingUnit(unit_key, (member,), snapshot.groups[unit_key], 1, member.priority, member.preemption_policy)
+    unit = SchedulingUnit((member,), snapshot.groups["default/train"], 1, member.priority, member.preemption_policy)
     PreemptionActuator(cluster).actuate(unit, result, snapshot)
     assert len(cluster.events) == events
     assert {k: p.metadata.resource_version for k, p in cluster.objects().pods.items()} == versions

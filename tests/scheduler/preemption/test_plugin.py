@@ -55,7 +55,7 @@ def snapshot() -> Snapshot:
 
 def gang(snap: Snapshot) -> SchedulingUnit:
     members = tuple(snap.pods[f"default/train-{i}"] for i in range(2))
-    return SchedulingUnit("default/train", members, snap.groups["default/train"], 2, 1000, "PreemptLowerPriority")
+    return SchedulingUnit(members, snap.groups["default/train"], 2, 1000, "PreemptLowerPriority")
 
 
 def test_refused_plan_is_replaced_by_one_the_validator_accepts() -> None:

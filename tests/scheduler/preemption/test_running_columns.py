@@ -81,7 +81,7 @@ def apply(objects: ClusterObjects, change: Change, step: int) -> None:
 
 def decide(plugin: WorkloadPreemption, snap: Snapshot) -> tuple[object, ...]:
     members = tuple(snap.pods[f"default/train-{i}"] for i in range(2))
-    unit = SchedulingUnit("default/train", members, snap.groups["default/train"], 2, 1000, "PreemptLowerPriority")
+    unit = SchedulingUnit(members, snap.groups["default/train"], 2, 1000, "PreemptLowerPriority")
     result = plugin.post_filter(CycleState(), unit, snap, {})
     decision = result.explanation
     assert decision is not None

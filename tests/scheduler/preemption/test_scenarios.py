@@ -423,11 +423,11 @@ def test_a_basic_group_decision_shows_its_binary_search_bound(
 ) -> None:
     objects = [*six_on_two_nodes(), make_podgroup("six").basic().priority_class("high").json()]
     (decision,) = simulate(capsys, tmp_path, objects, "-o", "json")["decisions"]
-    assert (decision["preemptor"], decision["bound"]) == ("default/six", 5)
+    assert (decision["preemptor"], decision["bound"]) == ("podgroup/default/six", 5)
     assert [v["unit"] for v in decision["victims"]] == ["default/p5"]
     assert decision["spared"] == [], "p10 is above the bound on a node no member needs: not a candidate"
     text = simulate(capsys, tmp_path, objects, "-o", "text")
-    assert "preemptor default/six (priority 1000): preempting 1 unit(s) to place 4 member(s)" in text
+    assert "preemptor podgroup/default/six (priority 1000): preempting 1 unit(s) to place 4 member(s)" in text
     assert "binary-search bound: priority 5 (no victim above it" in text
 
 
@@ -567,7 +567,7 @@ def test_higher_gang_leaves_the_room_a_lower_gangs_preemption_claimed(
     }
     bound = {b["pod"]: b["node"] for b in report["bindings"]}
     assert bound == {"default/low-1": "n1", "default/low-2": "n2", "default/high-0": "n3", "default/high-1": "n4"}
-    assert [d["preemptor"] for d in report["decisions"]] == ["default/high"]
+    assert [d["preemptor"] for d in report["decisions"]] == ["podgroup/default/high"]
 
 
 def test_higher_gang_takes_claimed_room_when_it_has_no_other(

@@ -66,9 +66,9 @@ def preemptor(snapshot: Snapshot, key: str) -> SchedulingUnit:
     group = snapshot.groups.get(key)
     if group is None:
         info = snapshot.pods[key]
-        return SchedulingUnit(key, (info,), None, 1, info.priority, info.preemption_policy)
+        return SchedulingUnit((info,), None, 1, info.priority, info.preemption_policy)
     members = tuple(info for info in snapshot.members[key] if info.node_name is None)
-    return SchedulingUnit(key, members, group, group.min_count, members[0].priority, members[0].preemption_policy)
+    return SchedulingUnit(members, group, group.min_count, members[0].priority, members[0].preemption_policy)
 
 
 def victim(snapshot: Snapshot, key: str) -> VictimUnit:
