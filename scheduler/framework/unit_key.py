@@ -19,7 +19,7 @@ def group_unit(group_key: str) -> str:
 
 def unit_key(group_key: str | None, pod_key: str) -> str:
     """The unit key of a pod: its PodGroup's, or its own when it has none."""
-    return GROUP_PREFIX + group_key if group_key is not None else pod_key
+    return group_unit(group_key) if group_key is not None else pod_key
 
 
 def group_of(unit: str) -> str | None:
