@@ -8,6 +8,12 @@ cache, as the runner builds it) after `--changed` pods were replaced, so the col
 difference; "warm" is the next attempt on the same snapshot. Times in ms; "cpu" is the process's CPU
 time, which other load on the machine inflates far less than wall time.
 Run: `.venv/bin/python bench/preemption_plugin.py [--repeat 5] [--nodes 500 1000 5000 10000]`.
+
+`--constraints` gives 30% of the running pods a role in the gang's placement, as a platform's services would:
+on every node one pod is a service the members' required anti-affinity (hostname) excludes, and two hold a
+required anti-affinity against the gang's pods; the members also repel each other on hostname and ask for a
+host port. So the decision must clear those three pods on each node it uses, put one member a node, and still
+take only the lowest class (5 victims a node).
 """
 
 from __future__ import annotations
@@ -38,7 +44,16 @@ PODS_PER_NODE = 10
 GANG = 64
 
 
-def objects(nodes: int) -> ClusterObjects:
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def anti(**labels: str) -> dict[str, object]:
+    """A required anti-affinity against pods with `labels`, per node."""
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": HOSTNAME}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def objects(nodes: int, constraints: bool = False) -> ClusterObjects:
     """Full 32-CPU nodes, 10 pods each; node i's pods are of class i % 10 (as the decision bench)."""
     out = ClusterObjects()
     for level in range(LEVELS):
@@ -48,17 +63,24 @@ def objects(nodes: int) -> ClusterObjects:
     for i in range(nodes):
         node = f"node-{i:05d}"
         out.nodes[node] = Node.model_validate(
-            {"metadata": {"name": node}, "status": {"allocatable": {"cpu": "32", "memory": "40Gi", "pods": "110"}}}
+            {
+                "metadata": {"name": node, "labels": {HOSTNAME: node}},
+                "status": {"allocatable": {"cpu": "32", "memory": "40Gi", "pods": "110"}},
+            }
         )
         for j in range(PODS_PER_NODE):
+            spec: dict[str, object] = {
+                "nodeName": node,
+                "priorityClassName": f"c{i % LEVELS}",
+                "containers": [{"name": "m", "resources": {"requests": {"cpu": "3200m", "memory": "4Gi"}}}],
+            }
+            labels = {"app": "service" if constraints and j == 0 else "batch"}
+            if constraints and j in (1, 2):
+                spec["affinity"] = anti(app="gang")
             pod = Pod.model_validate(
                 {
-                    "metadata": {"name": f"p-{i}-{j}", "namespace": "bench"},
-                    "spec": {
-                        "nodeName": node,
-                        "priorityClassName": f"c{i % LEVELS}",
-                        "containers": [{"name": "m", "resources": {"requests": {"cpu": "3200m", "memory": "4Gi"}}}],
-                    },
+                    "metadata": {"name": f"p-{i}-{j}", "namespace": "bench", "labels": labels},
+                    "spec": spec,
                     "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
                 }
             )
@@ -68,27 +90,33 @@ def objects(nodes: int) -> ClusterObjects:
         {"metadata": {"name": "gang", "namespace": "bench"}, "spec": group}
     )
     for m in range(GANG):
+        container: dict[str, object] = {"name": "m", "resources": {"requests": {"cpu": "16", "memory": "20Gi"}}}
+        member: dict[str, object] = {"priorityClassName": "train", "containers": [container]}
+        if constraints:
+            container["ports"] = [{"containerPort": 7000, "hostPort": 7000}]
+            terms = [anti(app="service")["podAntiAffinity"], anti(app="gang")["podAntiAffinity"]]
+            required = [t for rules in terms for t in rules["requiredDuringSchedulingIgnoredDuringExecution"]]
+            member["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
         pod = Pod.model_validate(
             {
                 "metadata": {
                     "name": f"gang-{m}",
                     "namespace": "bench",
-                    "labels": {"scheduling.phalanx.dev/pod-group": "gang"},
+                    "labels": {"scheduling.phalanx.dev/pod-group": "gang", "app": "gang"},
                 },
-                "spec": {
-                    "priorityClassName": "train",
-                    "containers": [{"name": "m", "resources": {"requests": {"cpu": "16", "memory": "20Gi"}}}],
-                },
+                "spec": member,
             }
         )
         out.pods[pod.key] = pod
     return out
 
 
-def measure(nodes: int, repeat: int, changed: int) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+def measure(
+    nodes: int, repeat: int, changed: int, constraints: bool = False
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
     """Wall and CPU seconds of each kind of attempt ("cold", "next", "warm"), and the victims of the last."""
     config = SchedulerConfiguration.model_validate({})
-    cluster = objects(nodes)
+    cluster = objects(nodes, constraints)
     cache = PodInfoCache()
     snapshot = build_snapshot(cluster, NOW, config, cache)
     wall: dict[str, list[float]] = {"cold": [], "next": [], "warm": []}
@@ -130,13 +158,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--nodes", type=int, nargs="*", default=[500, 1000, 5000])
     parser.add_argument("--changed", type=int, default=10, help="pods replaced between snapshots ('next')")
+    parser.add_argument("--constraints", action="store_true", help="anti-affinity and host ports in the way")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     kinds = ("cold", "next", "warm")
     header = ["nodes", "pods", "victims", *(f"{k} {h}" for k in kinds for h in ("p50", "p95", "cpu"))]
     print(" ".join(f"{h:>9}" for h in header))
     for nodes in args.nodes:
-        wall, cpu, victims = measure(nodes, args.repeat, args.changed)
+        wall, cpu, victims = measure(nodes, args.repeat, args.changed, args.constraints)
         cells = [c for k in kinds for c in (*percentiles(wall[k]), statistics.median(cpu[k]) * 1000)]
         print(f"{nodes:>9} {nodes * PODS_PER_NODE:>9} {victims:>9} " + " ".join(f"{c:>9.1f}" for c in cells))
 

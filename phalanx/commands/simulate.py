@@ -29,6 +29,7 @@ LARGE_INPUT = 2_000
 """Inputs with at least this many objects show progress on stderr."""
 READ_FROM_A_CLUSTER = (
     "nodes,pods,priorityclasses,poddisruptionbudgets,"
+    "persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,csidrivers,"
     "podgroups.scheduling.phalanx.dev,workloads.scheduling.phalanx.dev,queues.scheduling.phalanx.dev"
 )
 """Every kind simulate reads, as `kubectl get` names them. Ours are group-qualified: where the cluster

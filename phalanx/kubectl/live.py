@@ -2,12 +2,12 @@
 
 Credentials come from a kubeconfig as kubectl finds it (`--kubeconfig`, else `$KUBECONFIG`, else
 `~/.kube/config`; `--context`), or from the pod's service account when there is none. The kinds are the
-scheduler's informers' (pods, nodes, PriorityClasses, PodDisruptionBudgets, our PodGroups and Queues, native
-PodGroups where the server serves them), listed at once from a thread pool, each body decoded by orjson and
-pruned (`managedFields`, the kubelet's status) before our models read it, as the informers do; the garbage
-collector is kept out of the way while tens of thousands of objects are built. The scheduler's own
-configuration is read from its ConfigMap (`--scheduler-config NAMESPACE/NAME`, the chart's by default): the
-schedulerName, gate, scoring and min-runtime defaults the live scheduler decides with.
+scheduler's informers' (pods, nodes, PriorityClasses, PodDisruptionBudgets, claims, volumes, StorageClasses,
+CSINodes, our PodGroups and Queues, native PodGroups where the server serves them), listed at once from a thread
+pool, each body decoded by orjson and pruned (`managedFields`, the kubelet's status) before our models read it,
+as the informers do; the garbage collector is kept out of the way while tens of thousands of objects are built.
+The scheduler's own configuration is read from its ConfigMap (`--scheduler-config NAMESPACE/NAME`, the chart's by
+default): the schedulerName, gate, scoring and min-runtime defaults the live scheduler decides with.
 
 Every request is a GET, so the chart's viewer ClusterRole (get/list, nothing else) is all it needs; the
 requests carry the user agent `kubectl-phalanx/<version>`, which tells them apart in an audit log. Failures are
@@ -37,13 +37,17 @@ from pydantic import ValidationError
 
 from phalanx.kubectl.errors import KubectlError
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.csi import CSINode
 from scheduler.api.meta import ApiModel
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.persistent_volume import PersistentVolume
+from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.storage_class import StorageClass
 from scheduler.api.wire import prune
 from scheduler.framework.cluster import ClusterObjects
 
@@ -57,6 +61,10 @@ ROUTES = SimpleNamespace(
     list_node="/api/v1/nodes",
     list_priority_class="/apis/scheduling.k8s.io/v1/priorityclasses",
     list_pod_disruption_budget_for_all_namespaces="/apis/policy/v1/poddisruptionbudgets",
+    list_persistent_volume_claim_for_all_namespaces="/api/v1/persistentvolumeclaims",
+    list_persistent_volume="/api/v1/persistentvolumes",
+    list_storage_class="/apis/storage.k8s.io/v1/storageclasses",
+    list_csi_node="/apis/storage.k8s.io/v1/csinodes",
     list_cluster_custom_object="/apis/{group}/{version}/{plural}",
     get_api_resources="/apis/{group}/{version}",
     read_namespace="/api/v1/namespaces/{name}",
@@ -197,6 +205,10 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         "nodes": lambda: connection.get(ROUTES.list_node),
         "priorityclasses": lambda: connection.get(ROUTES.list_priority_class),
         "poddisruptionbudgets": lambda: connection.get(ROUTES.list_pod_disruption_budget_for_all_namespaces),
+        "persistentvolumeclaims": lambda: connection.get(ROUTES.list_persistent_volume_claim_for_all_namespaces),
+        "persistentvolumes": lambda: connection.get(ROUTES.list_persistent_volume),
+        "storageclasses": lambda: connection.get(ROUTES.list_storage_class),
+        "csinodes": lambda: connection.get(ROUTES.list_csi_node),
         "podgroups": ours("podgroups"),
         "queues": ours("queues"),
         "native-podgroups": native,
@@ -213,6 +225,12 @@ def read_cluster(connection: Connection) -> ClusterObjects:
             queues=_items(bodies["queues"], "queues", Queue),
             priority_classes=_items(bodies["priorityclasses"], "priorityclasses", PriorityClass),
             pdbs=_items(bodies["poddisruptionbudgets"], "poddisruptionbudgets", PodDisruptionBudget),
+            persistent_volume_claims=_items(
+                bodies["persistentvolumeclaims"], "persistentvolumeclaims", PersistentVolumeClaim
+            ),
+            persistent_volumes=_items(bodies["persistentvolumes"], "persistentvolumes", PersistentVolume),
+            storage_classes=_items(bodies["storageclasses"], "storageclasses", StorageClass),
+            csi_nodes=_items(bodies["csinodes"], "csinodes", CSINode),
         )
 
 

@@ -16,13 +16,17 @@ import yaml
 from pydantic import ValidationError
 
 from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.csi import CSIDriver, CSINode
 from scheduler.api.meta import ApiModel
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.persistent_volume import PersistentVolume
+from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
 
 KINDS: dict[tuple[str, str], type[ApiModel]] = {
@@ -36,6 +40,11 @@ KINDS: dict[tuple[str, str], type[ApiModel]] = {
     (NATIVE_API_VERSION, "Workload"): Workload,
     (API_VERSION, "Queue"): Queue,
     (API_VERSION, "SchedulerConfiguration"): SchedulerConfiguration,
+    ("v1", "PersistentVolume"): PersistentVolume,
+    ("v1", "PersistentVolumeClaim"): PersistentVolumeClaim,
+    ("storage.k8s.io/v1", "StorageClass"): StorageClass,
+    ("storage.k8s.io/v1", "CSINode"): CSINode,
+    ("storage.k8s.io/v1", "CSIDriver"): CSIDriver,
 }
 
 # Kinds `kubectl get all -o yaml` emits that play no part in scheduling: skipped, not errors.
@@ -43,7 +52,7 @@ IGNORED_KINDS = frozenset(
     {
         "Namespace", "Service", "Endpoints", "EndpointSlice", "ConfigMap", "Secret", "ServiceAccount",
         "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "Event",
-        "ReplicationController", "PersistentVolumeClaim", "PersistentVolume", "Lease",
+        "ReplicationController", "Lease",
     }
 )  # fmt: skip
 

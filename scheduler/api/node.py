@@ -21,9 +21,15 @@ class NodeSpec(ApiModel):
     taints: list[Taint] = Field(default_factory=list)
 
 
+class ContainerImage(ApiModel):
+    names: list[str] = Field(default_factory=list)
+    size_bytes: int = 0
+
+
 class NodeStatus(ApiModel):
     capacity: QuantityMap = Field(default_factory=dict)
     allocatable: QuantityMap = Field(default_factory=dict)
+    images: list[ContainerImage] = Field(default_factory=list)
 
 
 class Node(ApiModel):

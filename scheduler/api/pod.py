@@ -13,7 +13,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.meta import ApiModel, Condition, LabelSelector, ObjectMeta
+from scheduler.api.pod_volume import Volume
 from scheduler.api.quantity import QuantityMap, resource_list
 
 POD_GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
@@ -25,10 +26,19 @@ class ResourceRequirements(ApiModel):
     limits: QuantityMap = Field(default_factory=dict)
 
 
+class ContainerPort(ApiModel):
+    container_port: int = 0
+    host_port: int | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")
+    protocol: str | None = None
+
+
 class Container(ApiModel):
     name: str = ""
+    image: str | None = None
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None
+    ports: list[ContainerPort] = Field(default_factory=list)
 
     def requests(self) -> dict[str, int]:
         merged = dict(self.resources.limits)
@@ -51,12 +61,52 @@ class NodeSelector(ApiModel):
     node_selector_terms: list[NodeSelectorTerm] = Field(default_factory=list)
 
 
+class PreferredSchedulingTerm(ApiModel):
+    weight: int = 0
+    preference: NodeSelectorTerm = Field(default_factory=NodeSelectorTerm)
+
+
 class NodeAffinity(ApiModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(default_factory=list)
+
+
+class PodAffinityTerm(ApiModel):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    namespace_selector: LabelSelector | None = None
+    topology_key: str = ""
+    match_label_keys: list[str] = Field(default_factory=list)
+    mismatch_label_keys: list[str] = Field(default_factory=list)
+
+
+class WeightedPodAffinityTerm(ApiModel):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = Field(default_factory=PodAffinityTerm)
+
+
+class PodAffinity(ApiModel):
+    """`podAffinity` and `podAntiAffinity` share this shape."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(default_factory=list)
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(default_factory=list)
 
 
 class Affinity(ApiModel):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(ApiModel):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
+    node_taints_policy: Literal["Honor", "Ignore"] | None = None
+    match_label_keys: list[str] = Field(default_factory=list)
 
 
 class Toleration(ApiModel):
@@ -77,6 +127,20 @@ class SchedulingGroup(ApiModel):
     pod_group_name: str | None = None
 
 
+class PodResourceClaim(ApiModel):
+    """An entry of `spec.resourceClaims` (DRA): read only to refuse what the scheduler does not allocate."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+HostPort = tuple[str, str, int]
+"""A host port a pod takes on its node: (protocol, host IP, port), `0.0.0.0` for every address."""
+
+WILDCARD_IP = "0.0.0.0"
+
+
 class PodSpec(ApiModel):
     node_name: str | None = None
     scheduler_name: str | None = None
@@ -92,6 +156,10 @@ class PodSpec(ApiModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     scheduling_group: SchedulingGroup | None = None
     termination_grace_period_seconds: int | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    host_network: bool = False
+    resource_claims: list[PodResourceClaim] = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=list)
 
 
 class PodStatus(ApiModel):
@@ -142,6 +210,20 @@ class Pod(ApiModel):
         _max(total, init_peak)
         _add(total, resource_list(self.spec.overhead))
         return total
+
+    def host_ports(self) -> tuple[HostPort, ...]:
+        """The host ports the pod takes, as kube-scheduler's NodePorts reads them: its containers' and its
+        sidecars' `hostPort`s (a `hostNetwork` pod's container ports, as API defaulting makes them), protocol
+        TCP and host IP `0.0.0.0` when unset."""
+        spec = self.spec
+        ports: list[HostPort] = []
+        containers = [*spec.containers, *(c for c in spec.init_containers if c.restart_policy == "Always")]
+        for container in containers:
+            for port in container.ports:
+                number = port.host_port or (port.container_port if spec.host_network else 0)
+                if number:
+                    ports.append((port.protocol or "TCP", port.host_ip or WILDCARD_IP, number))
+        return tuple(ports)
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.status.conditions if c.type == type_), None)

@@ -29,9 +29,9 @@ POD_CONDITIONS_READ = frozenset({"PodScheduled", "DisruptionTarget"})
 merge only the one type they write); the kubelet's (Ready, Initialized, ...) are dropped."""
 
 DESCENDED = frozenset({"spec", "status", "containers", "initContainers"})
-"""Where the fields no model reads are (a Pod's volumes and status, a container's image, command, env, ports,
-probes, mounts; a Node's images, addresses and conditions): only these are filtered key by key, the rest of an
-object (metadata, tolerations, affinity, resources) is kept whole, as it is nearly all read. Every dict filtered
+"""Where the fields no model reads are (a Pod's status, a container's command, env, probes, mounts; a Node's
+images, addresses and conditions): only these are filtered key by key, the rest of an object (metadata,
+tolerations, affinity, resources, volumes) is kept whole, as it is nearly all read. Every dict filtered
 costs a pass over it for each event decoded."""
 
 Shape = dict[str, "Shape | None"]

@@ -115,6 +115,11 @@ def dry_run(
         queues=dict(objects.queues),
         priority_classes=dict(objects.priority_classes),
         pdbs=dict(objects.pdbs),
+        persistent_volume_claims=dict(objects.persistent_volume_claims),
+        persistent_volumes=dict(objects.persistent_volumes),
+        storage_classes=dict(objects.storage_classes),
+        csi_nodes=dict(objects.csi_nodes),
+        csi_drivers=dict(objects.csi_drivers),
     )
     watch = _Watch(unit, members, needed, now)
     run = simulate(

@@ -190,7 +190,12 @@ def _otherwise(
 def _nodes(
     unit: Unit, run: DryRun, objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, fit_error: str
 ) -> list[Unblock]:
-    """No node can take it, and preemption cannot change that (selectors, affinity, taints, cordons)."""
+    """No node can take it, and preemption cannot change that (selectors, affinity, taints, cordons). A reason said
+    once for the pod rather than counted per node (a missing claim, an unsupported field) is not about nodes: no
+    node added would take it."""
+    said = fit_error.partition("nodes are available: ")[2].split(". ")[0].rstrip(".")
+    if said and not said[0].isdigit():
+        return [Unblock(f"no node can take it until the pod or the objects it names change: {said}")]
     return [Unblock(f"no node can take it ({fit_error.rstrip('.')}): {_nodes_text(unit, run, objects, config, now)}")]
 
 

@@ -18,13 +18,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from scheduler.api.csi import CSIDriver, CSINode
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.persistent_volume import PersistentVolume
+from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
 from scheduler.framework.ledger import Ledger
 from scheduler.framework.unit_key import group_unit
@@ -48,6 +52,13 @@ class ClusterObjects:
     queues: dict[str, Queue] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    persistent_volume_claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
+    persistent_volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
+    csi_nodes: dict[str, CSINode] = field(default_factory=dict)
+    csi_drivers: dict[str, CSIDriver] = field(default_factory=dict)
+    """Read from input only (`phalanx simulate`, `explain -f`): no plugin reads a CSIDriver yet, so the Kubernetes
+    back end does not watch them (see `storage_table`)."""
     victims_in_flight: dict[str, str] = field(default_factory=dict)
     """Pods this scheduler asked to delete whose deletion its view of the cluster does not show yet (the kube
     back end: the watch has not delivered it), each with the unit it was deleted for (its preemptor, which
@@ -64,6 +75,19 @@ class ClusterObjects:
     node_mark: int = 0
 
 
+def storage_table(objects: ClusterObjects, obj: ApiModel) -> dict[str, Any] | None:
+    """The table of `objects` that files `obj` when it is a storage kind (PersistentVolumeClaim, PersistentVolume,
+    StorageClass, CSINode, CSIDriver), else None."""
+    tables: dict[type, dict[str, Any]] = {
+        PersistentVolumeClaim: objects.persistent_volume_claims,
+        PersistentVolume: objects.persistent_volumes,
+        StorageClass: objects.storage_classes,
+        CSINode: objects.csi_nodes,
+        CSIDriver: objects.csi_drivers,
+    }
+    return tables.get(type(obj))
+
+
 def unit_of(pod: Pod) -> str:
     """The unit key (`framework/unit_key.py`) a pod's own writes are for: its PodGroup's, or the pod's own."""
     group = pod.pod_group_name
@@ -73,9 +97,10 @@ def unit_of(pod: Pod) -> str:
 def object_key(obj: ApiModel) -> str:
     """The object's key in `ClusterObjects` (and in Events): `namespace/name`, or `name` for cluster-scoped kinds.
 
-    Pods and PodGroups written without a namespace (scenario files) are in `default`, as on a cluster.
+    Pods, PodGroups and PersistentVolumeClaims written without a namespace (scenario files) are in `default`, as
+    on a cluster.
     """
-    if isinstance(obj, Pod | PodGroup):
+    if isinstance(obj, Pod | PodGroup | PersistentVolumeClaim):
         return obj.key
     meta = getattr(obj, "metadata", None)
     if not isinstance(meta, ObjectMeta):

@@ -19,13 +19,33 @@ from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, replaced_rows
 from scheduler.framework.status import Code
 
+NEUTRAL_VOLUMES = frozenset({"configMap", "secret", "projected", "emptyDir", "downwardAPI", "hostPath", "image"})
+"""Volume sources no filter reads: left out of a pod's shape, so that replicas, each with its own projected
+service-account token volume, still share one."""
+
 
 def pod_shape(pod: PodInfo) -> Hashable:
-    """What static filters read from a pod; pods with equal shapes get equal verdicts."""
+    """What static and per-node filters read from a pod; pods with equal shapes get equal verdicts. A pod with
+    volumes that place it is of its namespace's shape only (its claims are named in it), and of its own with a
+    generic ephemeral volume (its claim is named after the pod)."""
     spec = pod.pod.spec
     affinity = spec.affinity.model_dump_json() if spec.affinity is not None else None
     tolerations = tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations)
-    return (spec.node_name, tuple(sorted(spec.node_selector.items())), affinity, tolerations)
+    placing = [v for v in spec.volumes if not NEUTRAL_VOLUMES.issuperset(v.sources())]
+    storage = None
+    if placing:
+        ephemeral = any(v.ephemeral is not None for v in placing)  # its claim is named after the pod
+        storage = (pod.namespace, pod.key if ephemeral else None, tuple(v.model_dump_json() for v in placing))
+    claims = tuple(c.name for c in spec.resource_claims)
+    return (
+        spec.node_name,
+        tuple(sorted(spec.node_selector.items())),
+        affinity,
+        tolerations,
+        pod.host_ports,
+        storage,
+        claims,
+    )
 
 
 def combine(verdicts: Sequence[NodeVerdict], count: int) -> NodeVerdict:
@@ -36,6 +56,11 @@ def combine(verdicts: Sequence[NodeVerdict], count: int) -> NodeVerdict:
     feasible: BoolArray = np.ones(count, dtype=np.bool_)
     reasons: list[tuple[str, BoolArray]] = []
     resolvable: BoolArray = np.zeros(count, dtype=np.bool_)
+    message = next((v.message for v in verdicts if v.message is not None), None)
+    if message is not None:
+        return NodeVerdict(
+            feasible=np.zeros(count, dtype=np.bool_), code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message=message
+        )
     for verdict in verdicts:
         rejected_here = feasible & ~verdict.feasible
         for reason, mask in verdict.reasons:
@@ -43,7 +68,7 @@ def combine(verdicts: Sequence[NodeVerdict], count: int) -> NodeVerdict:
             if charged.any():
                 reasons.append((reason, charged))
         if verdict.code == Code.UNSCHEDULABLE:
-            resolvable |= rejected_here
+            resolvable |= rejected_here if verdict.hard is None else rejected_here & ~verdict.hard
         feasible = feasible & verdict.feasible
     code = Code.UNSCHEDULABLE if resolvable.any() else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=code)
@@ -118,5 +143,7 @@ def _patched(whole: NodeVerdict, rows: IntArray, part: NodeVerdict) -> NodeVerdi
 
 def describe(verdict: NodeVerdict, count: int) -> str:
     """kube-scheduler's FitError text: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) ...`."""
+    if verdict.message is not None:
+        return f"0/{count} nodes are available: {verdict.message}."
     parts = sorted(f"{int(mask.sum())} {reason}" for reason, mask in verdict.reasons)
     return f"0/{count} nodes are available: {', '.join(parts)}." if parts else f"0/{count} nodes are available."

@@ -4,8 +4,9 @@ kube-scheduler's QueueingHint (KEP-4247, `pkg/scheduler/backend/queue`) in our t
 cluster twice a pass (the snapshot as the pass starts, and as it leaves it) and finds, between two sightings,
 the events below. Each wakes only the parked units it could help:
 
-- `node`: a node added, removed or changed (allocatable, labels, taints, unschedulable: any new
-  resourceVersion): every unit.
+- `node`: a node added or removed, or changed in what a filter reads (allocatable, labels, taints,
+  unschedulable): every unit. A Node whose new resourceVersion changes none of those (a kubelet's status
+  heartbeat, its images) wakes nothing, as kube-scheduler's node-update hints.
 - `room`: some node's requested resources fell in any dimension (a pod deleted, finished or moved, a Binding
   refused): every unit.
 - `nomination`: a nomination dropped (other than by its pod binding on its nominated node): it held room against
@@ -18,6 +19,12 @@ the events below. Each wakes only the parked units it could help:
   gang's parked late member fits in what the member leaves, nominated at once by a retry, not by the hints).
 - `policy`: a PriorityClass, PodDisruptionBudget, Queue or PodGroup (spec, labels, annotations such as
   min-runtime's start) added, removed or changed, which the victim search reads: every unit that may preempt.
+- `storage`: a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode added, removed or changed (a claim
+  created or bound, a volume's labels, a node's attach limit): every unit, as any node change.
+- `placed`: a pod newly placed on some node: units whose pods have pod affinity or topology spread constraints
+  (it may be the pod their affinity needs, or raise the least loaded domain), whatever their priority.
+- A unit no node could take whatever was removed (UnschedulableAndUnresolvable: larger than every node, say)
+  sleeps through everything but `node`, `storage`, `placed` (when constrained) and its own `group` and `pod`.
 - `group`: the unit's own PodGroup so changed; `pod`: its own pods (a member added or gone, another spec,
   labels, requests or priority). The queue finds these two per unit (`SchedulingQueue.pop_order`).
 
@@ -32,7 +39,7 @@ the same requests placed on the same node (`requested` as it was, which the fing
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.api.node import Node
@@ -62,6 +69,8 @@ class Sighting:
     groups: dict[str, PodGroup]
     placed: dict[str, str] = field(default_factory=dict)
     """Pods placed since the snapshot was built, and where: their nominations are not dropped."""
+    storage: tuple[tuple[object, ...], ...] = ()
+    """The storage objects (`Storage.sighting`)."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, placed: Iterable[PodInfo] = ()) -> Sighting:
@@ -81,6 +90,7 @@ class Sighting:
             policy=(tuple(snapshot.priority_classes.values()), snapshot.pdbs, tuple(snapshot.queues.values())),
             groups=dict(snapshot.groups),
             placed=where,
+            storage=snapshot.storage.sighting(),
         )
 
 
@@ -101,6 +111,8 @@ class Changes:
     policy: bool = False
     groups: set[str] = field(default_factory=set)
     """PodGroups added, removed or changed (spec, labels, annotations)."""
+    storage: bool = False
+    """A claim, volume, StorageClass or CSINode added, removed or changed."""
 
 
 def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None = None) -> Changes:
@@ -108,7 +120,8 @@ def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None 
     (None) they are found on the nodes whose requests rose."""
     found = Changes()
     if _nodes_changed(before, after):
-        found.any = found.node = True
+        found.any = True
+        found.node = _nodes_changed(before, after, _placing)
     if not found.node:
         if (after.requested < before.requested).any():
             found.any = found.room = True
@@ -137,17 +150,31 @@ def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None 
             if a is not b and (a is None or b is None or _group_changed(a, b)):
                 found.groups.add(key)
     found.policy = found.policy or bool(found.groups)
+    if len(before.storage) != len(after.storage) or any(
+        _changed(a, b) for a, b in zip(before.storage, after.storage, strict=True)
+    ):
+        found.any = found.storage = True
     return found
 
 
-def _nodes_changed(before: Sighting, after: Sighting) -> bool:
+def _nodes_changed(before: Sighting, after: Sighting, differ: Callable[[Node, Node], bool] = lambda a, b: True) -> bool:
     """A node added or removed, or a Node object with a new resourceVersion (the snapshot keeps the object of
-    an unchanged node)."""
+    an unchanged node) that `differ` says changed."""
     if before.names != after.names or before.requested.shape != after.requested.shape:
         return True
     return before.nodes is not after.nodes and any(
-        a is not b and a.metadata.resource_version != b.metadata.resource_version
+        a is not b and a.metadata.resource_version != b.metadata.resource_version and differ(a, b)
         for a, b in zip(before.nodes, after.nodes, strict=True)
+    )
+
+
+def _placing(before: Node, after: Node) -> bool:
+    """Whether a Node changed in what a filter reads: labels, taints, unschedulable, allocatable."""
+    return (
+        before.metadata.labels != after.metadata.labels
+        or before.spec != after.spec
+        or before.status.allocatable != after.status.allocatable
+        or before.status.capacity != after.status.capacity
     )
 
 

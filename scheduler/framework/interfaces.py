@@ -10,7 +10,7 @@ reports each finding once (a Warning Event and a log line).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +32,12 @@ class NodeVerdict:
     feasible: BoolArray
     reasons: tuple[tuple[str, BoolArray], ...] = ()
     code: Code = Code.UNSCHEDULABLE
+    hard: BoolArray | None = None
+    message: str | None = None
+    """Why the pod fits no node at all, said once rather than counted per node (kube-scheduler's PreFilter
+    message): `0/3 nodes are available: phalanx-scheduler does not support spec.resourceClaims.`"""
+    """Rejected nodes that removing pods cannot help even when `code` is UNSCHEDULABLE: a filter with reasons of
+    both kinds (InterPodAffinity: a missing affinity match is unresolvable, an anti-affinity conflict is not)."""
 
 
 class Plugin(Protocol):
@@ -50,11 +56,71 @@ class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict: ...
 
 
+class PodConstraintFilter(Plugin, Protocol):
+    """A filter whose verdict on a node may change when a pod is placed on another node (inter-pod affinity,
+    topology spread): asked afresh for every pod, never kept per pod shape or row. None when the pod has no such
+    constraint and no running pod constrains it, which is most pods, so they pay nothing."""
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A conflict a node sheds only by losing pods, as preemption sees it: a column the search treats as one more
+    resource. Each of the `holders` (running pods' keys) on a node takes `capacity` of it and each member in
+    `needs` (one flag per member) takes 1, so a member fits a node only once every holder there is gone, and at
+    most `capacity` members share one (1 when the members exclude each other too: the same host port, an
+    anti-affinity the members match)."""
+
+    needs: tuple[bool, ...]
+    holders: frozenset[str]
+    capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionTerms:
+    """What a constraint plugin tells preemption about a unit's members: `masks` (members x nodes, or None)
+    where a member may go at all once lower-priority pods are removed, and the `exclusions` those removals
+    must clear."""
+
+    masks: BoolArray | None = None
+    exclusions: tuple[Exclusion, ...] = ()
+
+
+class PreemptionConstraint(Plugin, Protocol):
+    """A filter beyond resources that preemption must respect (kube-scheduler re-runs every filter with the
+    victims removed; the columnar search asks each such plugin once per decision instead). `removable` says
+    whether a running pod may be a victim of this unit."""
+
+    def preemption_terms(
+        self,
+        state: CycleState,
+        members: Sequence[PodInfo],
+        snapshot: Snapshot,
+        removable: Callable[[PodInfo], bool],
+    ) -> PreemptionTerms: ...
+
+
 class ScorePlugin(Plugin, Protocol):
+    """A score of each node from that node alone (its row), so it is kept per pod shape and recomputed only on
+    the rows that changed (`framework/placement.py`)."""
+
     weight: int
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: BoolArray) -> object:
         """Scores 0..100 for every node as a float numpy array (entries of infeasible nodes ignored)."""
+        ...
+
+
+class PodScorePlugin(Plugin, Protocol):
+    """A score kube-scheduler normalises over the feasible nodes (NormalizeScore), or that reads other nodes'
+    pods (inter-pod affinity, topology spread): asked afresh for each pod, as `PodConstraintFilter`."""
+
+    weight: int
+
+    def pod_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: BoolArray) -> object:
+        """Normalised scores 0..100 for every node as a float numpy array (entries of infeasible nodes ignored),
+        or None when every feasible node scores the same, so most pods pay nothing."""
         ...
 
 

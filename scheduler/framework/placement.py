@@ -52,10 +52,17 @@ class PlacementMemo:
         """The full combined verdict, with reasons (for messages and PostFilter); not memoised."""
         count = len(self.snapshot.nodes.names)
         static = static_mask(pod, self.snapshot, self.profile.static_filters, state)
-        return combine([static, *(f.filter(state, pod, self.snapshot) for f in self.profile.filters)], count)
+        verdicts = [static, *(f.filter(state, pod, self.snapshot) for f in self.profile.filters)]
+        return combine([*verdicts, *self._constraints(pod, state)], count)
+
+    def _constraints(self, pod: PodInfo, state: CycleState) -> list[NodeVerdict]:
+        """The pod-constraint filters' verdicts that apply to `pod` (none for most pods)."""
+        return [v for f in self.profile.pod_constraints if (v := f.filter(state, pod, self.snapshot)) is not None]
 
     def best(self, pod: PodInfo, state: CycleState) -> int | None:
-        """The highest-scoring feasible node for `pod` (lowest index on ties), or None."""
+        """The highest-scoring feasible node for `pod` (lowest index on ties), or None. The pod-constraint filters
+        are asked afresh: their verdicts change on every node of a domain a pod is placed in."""
+        constraints = self._constraints(pod, state)
         key = (pod_shape(pod), tuple(sorted(pod.requests.items())))
         entry = self._entries.get(key)
         count = len(self.snapshot.nodes.names)
@@ -69,9 +76,19 @@ class PlacementMemo:
                 self._entries[key] = entry
             else:
                 self._update(entry, pod, state, rows)
-        if not entry.feasible.any():
+        allowed = entry.feasible
+        if constraints:
+            allowed = allowed.copy()
+            for verdict in constraints:
+                allowed &= verdict.feasible
+        if not allowed.any():
             return None
-        return int(np.argmax(entry.ranked))
+        ranked = np.where(allowed, entry.ranked, -np.inf) if constraints else entry.ranked
+        for plugin in self.profile.pod_scores:
+            scores = plugin.pod_score(state, pod, self.snapshot, allowed)
+            if scores is not None:
+                ranked = ranked + plugin.weight * np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(ranked))
 
     def _scores(self, pod: PodInfo, state: CycleState, snapshot: Snapshot, feasible: BoolArray) -> FloatArray:
         total = np.zeros(len(feasible), dtype=np.float64)

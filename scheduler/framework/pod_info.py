@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.api.pod import QUEUE_LABEL, Pod
+from scheduler.api.pod import QUEUE_LABEL, HostPort, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.unit_key import group_unit
 
@@ -28,14 +28,13 @@ class PodInfo:
     node_name: str | None
     created_at: datetime
     scheduled_at: datetime | None
-
-    @property
-    def namespace(self) -> str:
-        return self.pod.metadata.namespace or "default"
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return self.pod.metadata.labels
+    host_ports: tuple[HostPort, ...] = ()
+    """`Pod.host_ports`, read once: NodePorts looks at every pod on a node."""
+    pod_affinity: bool = False
+    """Whether the pod has pod affinity or anti-affinity terms: InterPodAffinity looks at every pod on a node."""
+    namespace: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
+    """The pod's namespace and labels, read once: pod terms match them against every pod of a node."""
 
 
 @dataclass(frozen=True, slots=True)

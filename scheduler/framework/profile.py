@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from scheduler.framework.interfaces import (
     ConfigurationCheck,
     FilterPlugin,
+    PodConstraintFilter,
+    PodScorePlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
     ScenarioValidator,
@@ -20,7 +22,9 @@ from scheduler.framework.interfaces import (
 @dataclass(frozen=True, slots=True)
 class Profile:
     """`static_filters` depend only on the pod's shape and the nodes (cached per shape); `filters`
-    depend on what runs where (resources) and are evaluated every cycle."""
+    depend on what runs on each node (resources, ports) and are evaluated every cycle on the rows that changed;
+    `pod_constraints` depend on what runs on other nodes too (inter-pod affinity, topology spread) and are asked
+    afresh for each pod."""
 
     pre_enqueue: Sequence[PreEnqueuePlugin]
     static_filters: Sequence[FilterPlugin]
@@ -31,3 +35,6 @@ class Profile:
     scenario_validators: Sequence[ScenarioValidator] = ()
     configuration_checks: Sequence[ConfigurationCheck] = ()
     snapshot_hooks: Sequence[SnapshotHook] = ()
+    pod_constraints: Sequence[PodConstraintFilter] = ()
+    pod_scores: Sequence[PodScorePlugin] = ()
+    """Scores normalised over the feasible nodes, or read from other nodes' pods: asked afresh for each pod."""

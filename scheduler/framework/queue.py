@@ -52,6 +52,12 @@ class _Parked:
     """The old rule's retries of the unit, and when its backoff ends, to count the retries the hints avoided: as if
     each had failed again."""
     refused: bool = False
+    unresolvable: bool = False
+    """No node could take it whatever pods were removed (kube-scheduler's UnschedulableAndUnresolvable): only a
+    node added or changed, or storage, can help, never room freed or a nomination dropped."""
+    constrained: bool = False
+    """Its pods have pod affinity or topology spread constraints: a pod placed anywhere may help them (a pod
+    its affinity needs, or one that raises the least loaded domain), as kube-scheduler's pod-add hints."""
 
 
 class SchedulingQueue:
@@ -70,6 +76,8 @@ class SchedulingQueue:
         self._failed_this_pass: list[str] = []
         self._priorities: Counter[int] = Counter()
         self._preemptors: Counter[int] = Counter()
+        self._constrained = 0
+        """Parked units whose pods have pod affinity or spread constraints (`_Parked.constrained`)."""
         """The priorities of the parked units, and of those that may preempt: which events can wake anyone."""
         self.retries: Counter[str] = Counter()
         """The last `pop_order`'s retries of parked units, by the event that woke each."""
@@ -114,6 +122,7 @@ class SchedulingQueue:
         self._priorities[parked.priority] += 1
         if parked.may_preempt:
             self._preemptors[parked.priority] += 1
+        self._constrained += parked.constrained
         self._file(key, parked, None)
 
     def _file(self, key: str, parked: _Parked, now: datetime | None) -> None:
@@ -138,6 +147,7 @@ class SchedulingQueue:
         if parked is None:
             return
         self._awake.discard(key)
+        self._constrained -= parked.constrained
         for counter in (self._priorities, self._preemptors) if parked.may_preempt else (self._priorities,):
             counter[parked.priority] -= 1
             if not counter[parked.priority]:
@@ -160,7 +170,7 @@ class SchedulingQueue:
 
     def _wake(self, found: Changes) -> None:
         """Mark the parked units `found` could help; a loop over them only when some event can help some."""
-        event: str | None = "node" if found.node else "room" if found.room else None
+        event: str | None = "node" if found.node else "room" if found.room else "storage" if found.storage else None
         wakes = event is not None
         if not wakes and any(p <= found.nomination for p in self._priorities):
             wakes = True
@@ -168,8 +178,17 @@ class SchedulingQueue:
             wakes = True
         if not wakes and (found.policy or found.terminating) and self._preemptors:
             wakes = True
+        placed = found.victim is not None
+        if not wakes and placed and self._constrained:
+            wakes = True
         for key, parked in self._parked.items() if wakes else ():
             if parked.woken_by is not None:
+                continue
+            if parked.constrained and placed:
+                parked.woken_by = "placed"
+                self._awake.add(key)
+                continue
+            if parked.unresolvable and event not in ("node", "storage"):
                 continue
             self._awake.add(key)
             if event is not None:
@@ -273,11 +292,19 @@ class SchedulingQueue:
                 parked.old_due = now + self._seconds(parked.old_attempts)
         return False
 
-    def failed(self, unit: SchedulingUnit, now: datetime, until: datetime | None, backoff: bool = True) -> None:
+    def failed(
+        self,
+        unit: SchedulingUnit,
+        now: datetime,
+        until: datetime | None,
+        backoff: bool = True,
+        unresolvable: bool = False,
+    ) -> None:
         """Park `unit`, tried on the cluster as last sighted. With `backoff` False (it waits for the victims of its
         own preemption), any change to the cluster makes it ready again at once: each victim that goes may be
         the last one it needed, and a backoff grown while they terminate would delay its binding by seconds
-        (issue 12)."""
+        (issue 12). An `unresolvable` unit (no node could take it whatever was removed) waits for a node or
+        storage change only: a pod larger than every node costs a pass nothing while pods come and go."""
         previous = self._parked.get(unit.key)
         attempts = previous.attempts + 1 if previous else 1
         if until is not None and until <= now:
@@ -293,6 +320,8 @@ class SchedulingQueue:
                 unit.preemption_policy != NEVER,
                 unit.members,
                 epoch=self._epoch,
+                unresolvable=unresolvable,
+                constrained=any(m.pod_affinity or m.pod.spec.topology_spread_constraints for m in unit.members),
             ),
         )
         self._failed_this_pass.append(unit.key)

@@ -63,7 +63,7 @@ from scheduler.framework.queue import SchedulingQueue
 from scheduler.framework.reasons import PendingReason, ReasonBook, UnitReason
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
-from scheduler.framework.status import Code, Status, error, unschedulable
+from scheduler.framework.status import Code, Status, error
 from scheduler.framework.unit_key import group_of, unit_key
 
 log = structlog.get_logger(__name__)
@@ -71,6 +71,9 @@ log = structlog.get_logger(__name__)
 DEFAULT_SCHEDULER = "default-scheduler"
 
 GROUP_SCHEDULED = "PodGroupScheduled"
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+"""kube-scheduler's reason for a node where removing pods cannot help (UnschedulableAndUnresolvable)."""
 
 POD_STATES = ("gated", "waiting", "unschedulable", "backoff", "nominated")
 """What a pending pod waits for after a pass (kube-scheduler's `scheduler_pending_pods` queues, by cause)."""
@@ -464,11 +467,15 @@ class Scheduler:
             gang = f"gang {unit.group.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
             held_back = len(snapshot.members.get(unit.group.key, ())) - already - len(unit.members)
             gang += f" ({held_back} held back by scheduling gates)." if held_back > 0 else "."
+            # Members no node could take whatever was removed: when too many, preemption cannot help the gang.
+            nowhere = sum(1 for status, _ in failures.values() if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            hopeless = already + len(unit.members) - nowhere < unit.min_count
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if hopeless else None
             failures = {
                 m.key: (
-                    unschedulable(f"{gang} {failures[m.key][0].message()}")
+                    Status(code or Code.UNSCHEDULABLE, (f"{gang} {failures[m.key][0].message()}",))
                     if m.key in failures
-                    else unschedulable(gang),
+                    else Status(code or Code.UNSCHEDULABLE, (gang,)),
                     failures[m.key][1] if m.key in failures else None,
                 )
                 for m in unit.members
@@ -635,6 +642,10 @@ class Scheduler:
         notes: list[str] = []
         resolvable = any(s.code == Code.UNSCHEDULABLE for s in statuses.values())
         preempting = any(m.pod.status.nominated_node_name for m in unit.members)
+        if not resolvable and not any(s.code == Code.ERROR for s in statuses.values()):
+            nodes = len(snapshot.nodes.names)
+            for plugin in self.profile.post_filters:  # kube-scheduler's words when no node is worth a search
+                notes.append(f"{plugin.name}: 0/{nodes} nodes are available: {nodes} {NOT_HELPFUL}.")
         for plugin in self.profile.post_filters if resolvable else ():
             try:
                 result = plugin.post_filter(state.clone(), unit, snapshot, statuses)
@@ -662,10 +673,12 @@ class Scheduler:
                         snapshot.nominate(member, result.nominations[member.key])
                 preempting = True
                 break
-        if any(s.code == Code.ERROR for s in statuses.values()):
+        erred = any(s.code == Code.ERROR for s in statuses.values())
+        if erred:
             retry = snapshot.now + timedelta(seconds=self.config.backoff_seconds)
             until = retry if until is None else min(until, retry)
-        self.queue.failed(unit, snapshot.now, until, backoff=not preempting)
+        hopeless = not resolvable and not erred and not preempting
+        self.queue.failed(unit, snapshot.now, until, backoff=not preempting, unresolvable=hopeless)
         suffix = f" {' '.join(notes)}" if notes else ""
         for member in unit.members:
             if member.key in failures:

@@ -23,6 +23,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
+from scheduler.framework.storage import Storage
 from scheduler.framework.unit_key import unit_key
 
 IntArray = npt.NDArray[np.int64]
@@ -146,6 +147,10 @@ class Snapshot:
     static_masks: dict[object, object] = field(default_factory=dict)
     """Cache of static feasibility verdicts per pod shape (`framework.feasibility`), kept by the snapshot builder
     from one snapshot to the next of the same node names: each verdict says which Node objects it is for."""
+    indexes: dict[object, object] = field(default_factory=dict)
+    """Derived per-node data the pod-constraint plugins read (`framework/pod_counts.py`, `framework/topology.py`),
+    kept by the snapshot builder for the next snapshot of the same node names, as `static_masks`: each entry says
+    which row versions or Node objects it is for, so a pass recounts only the rows that changed."""
     replaced: set[str] = field(default_factory=set)
     """The keys whose PodInfo `assume` or `forget` replaced in `pods`: the snapshot builder puts the charged ones
     back before the next build."""
@@ -163,6 +168,8 @@ class Snapshot:
     """The priority class names the PodGroups name."""
     queued_groups: Collection[str] = ()
     """The PodGroups that name a queue."""
+    storage: Storage = field(default_factory=Storage)
+    """The claims, volumes, StorageClasses and CSINodes the volume plugins read."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
@@ -268,4 +275,5 @@ class Snapshot:
             class_names=self.class_names,
             group_class_names=self.group_class_names,
             queued_groups=self.queued_groups,
+            storage=self.storage,
         )

@@ -32,6 +32,7 @@ from scheduler.framework.snapshot import (
     replaced_rows,
     usage_row,
 )
+from scheduler.framework.storage import Storage
 
 log = structlog.get_logger(__name__)
 
@@ -117,6 +118,11 @@ class PodInfoCache:
             node_name=pod.spec.node_name or None,
             created_at=pod.metadata.creation_timestamp or now,
             scheduled_at=pod.scheduled_time() if pod.spec.node_name else None,
+            host_ports=pod.host_ports(),
+            namespace=pod.metadata.namespace or "default",
+            labels=pod.metadata.labels,
+            pod_affinity=(affinity := pod.spec.affinity) is not None
+            and (affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None),
         )
         self._infos[pod.key] = (pod, info)
         return info
@@ -252,6 +258,8 @@ class _Base:
     snapshot's `pods`, shared, not copied."""
     static_masks: dict[object, object] = field(default_factory=dict)
     """`Snapshot.static_masks`, kept for the next snapshot of these node names."""
+    indexes: dict[object, object] = field(default_factory=dict)
+    """`Snapshot.indexes`, kept for the next snapshot of these node names."""
     feed: ChangeFeed | None = None
     """The change feed the base was last brought up to (`ClusterObjects.pod_feed`), at `mark`, with the pods
     that were `overlaid` then."""
@@ -593,6 +601,7 @@ def build_snapshot(
         nominated=list(base.nominated.values()),
         queued=list(base.queued.values()),
         static_masks=base.static_masks,
+        indexes=base.indexes,
         replaced=base.replaced,
         class_names=base.class_names.keys(),
         build=cache.builds,
@@ -600,4 +609,10 @@ def build_snapshot(
         changed_groups=base.touched_groups,
         group_class_names=cache.group_class_names,
         queued_groups=cache.queued_groups,
+        storage=Storage(
+            claims=objects.persistent_volume_claims,
+            volumes=objects.persistent_volumes,
+            classes=objects.storage_classes,
+            csi_nodes=objects.csi_nodes,
+        ),
     )

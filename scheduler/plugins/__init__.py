@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.framework.interfaces import FilterPlugin
 from scheduler.framework.profile import Profile
 from scheduler.plugins.gang_readiness import GangReadiness
+from scheduler.plugins.image_locality import ImageLocality
+from scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.min_runtime import ElasticMinRuntime, MinRuntime
 from scheduler.plugins.node_affinity import NodeAffinity
 from scheduler.plugins.node_name import NodeName
+from scheduler.plugins.node_ports import NodePorts
 from scheduler.plugins.node_resources_allocated import NodeResourcesAllocated
+from scheduler.plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.node_volume_limits import NodeVolumeLimits
+from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.preemption_toleration import PreemptionToleration
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.plugins.taint_toleration import TaintToleration
+from scheduler.plugins.unsupported_fields import UnsupportedFields
+from scheduler.plugins.volume_binding import VolumeBinding
+from scheduler.plugins.volume_restrictions import VolumeRestrictions
+from scheduler.plugins.volume_zone import VolumeZone
 from scheduler.plugins.workload_preemption import WorkloadPreemption
 
 
-def static_filters() -> Sequence[FilterPlugin]:
+def static_filters() -> tuple[NodeUnschedulable, NodeName, NodeAffinity, TaintToleration]:
     """Filters whose verdict depends only on the pod's shape and the nodes, never on running pods."""
     return (NodeUnschedulable(), NodeName(), NodeAffinity(), TaintToleration())
 
 
 def default_profile(config: SchedulerConfiguration) -> Profile:
     statics = static_filters()
+    node_affinity, taints = statics[2], statics[3]
     victim_filters = (PreemptionToleration(), MinRuntime())
     validators = (ElasticMinRuntime(),)
-    preemption = WorkloadPreemption(statics, victim_filters, validators)
+    ports, spread, affinity = NodePorts(), PodTopologySpread(), InterPodAffinity()
+    volumes = (NodeVolumeLimits(), VolumeBinding(), VolumeZone())
+    restrictions = VolumeRestrictions()
+    preemption = WorkloadPreemption(
+        statics, victim_filters, validators, constraints=(ports, affinity, spread, restrictions, *volumes)
+    )
     return Profile(
         pre_enqueue=(GangReadiness(), SchedulingGates()),
         static_filters=statics,
-        filters=(NodeResourcesFit(),),
-        scores=(NodeResourcesAllocated(config.scoring_strategy),),
+        filters=(ports, NodeResourcesFit(), *volumes),
+        pod_constraints=(UnsupportedFields(), restrictions, spread, affinity),
+        scores=(NodeResourcesAllocated(config.scoring_strategy), NodeResourcesBalancedAllocation()),
+        pod_scores=(taints, node_affinity, spread, affinity, ImageLocality()),
         post_filters=(preemption,),
         victim_filters=victim_filters,
         scenario_validators=validators,

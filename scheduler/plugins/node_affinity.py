@@ -3,7 +3,9 @@
 Source: kube-scheduler `plugins/nodeaffinity` and `component-helpers/scheduling/corev1/nodeaffinity`:
 every nodeSelector label must match, and at least one `nodeSelectorTerms` entry must match (its
 expressions ANDed). Gt/Lt compare integers; a label that is not an integer does not match.
-`matchFields` supports `metadata.name`, the only field upstream allows. Preferred affinity is not scored.
+`matchFields` supports `metadata.name`, the only field upstream allows. Preferred terms score (weight 2, as
+upstream's default profile): the sum of the weights of the terms a node matches, normalised over the feasible
+nodes.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.api.node import Node
-from scheduler.api.pod import NodeSelectorRequirement, NodeSelectorTerm
+from scheduler.api.pod import NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import NodeVerdict
+from scheduler.framework.node_derived import node_derived
+from scheduler.framework.normalize import default_normalize
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Code
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
@@ -57,8 +61,18 @@ def term_matches(term: NodeSelectorTerm, node: Node) -> bool:
     )
 
 
+def _preferred(nodes: tuple[Node, ...], terms: list[PreferredSchedulingTerm]) -> IntArray:
+    """Per node, the summed weight of the preferred terms it matches (an empty term matches nothing)."""
+    return np.fromiter(
+        (sum(t.weight for t in terms if t.weight and term_matches(t.preference, node)) for node in nodes),
+        dtype=np.int64,
+        count=len(nodes),
+    )
+
+
 class NodeAffinity:
     name = "NodeAffinity"
+    weight = 2
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
         spec = pod.pod.spec
@@ -77,3 +91,12 @@ class NodeAffinity:
 
         feasible = np.fromiter((matches(n) for n in nodes), dtype=np.bool_, count=len(nodes))
         return NodeVerdict(feasible=feasible, reasons=((REASON, ~feasible),), code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def pod_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: BoolArray) -> object:
+        affinity = pod.pod.spec.affinity
+        rules = affinity.node_affinity if affinity else None
+        terms = rules.preferred_during_scheduling_ignored_during_execution if rules else []
+        if not terms:
+            return None
+        key = ("NodeAffinity", tuple(t.model_dump_json() for t in terms))
+        return default_normalize(node_derived(snapshot, key, lambda nodes: _preferred(nodes, terms)), feasible)

@@ -3,7 +3,10 @@
 Source: kube-scheduler `plugins/noderesources/fit.go`. cpu, memory, ephemeral-storage, extended
 resources and the pod count (`pods`) are all columns of one array, so the check is a single
 `(free >= request).all(axis=1)`. A resource no node offers makes the pod fit nowhere. Rejections
-are UNSCHEDULABLE: removing pods (preemption) can help.
+are UNSCHEDULABLE: removing pods (preemption) can help, except on a node whose allocatable is below the
+request, where nothing removed ever makes room (upstream's `Unresolvable` insufficient resource): a pod larger
+than every node is UnschedulableAndUnresolvable, so it is not searched for victims, and waits for a node to be
+added or to grow.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ class NodeResourcesFit:
             feasible = np.zeros(len(table.names), dtype=np.bool_)
         elif feasible.all():
             return NodeVerdict(feasible=feasible, code=Code.UNSCHEDULABLE)
+        too_small: BoolArray = np.asarray((table.allocatable < vector).any(axis=1), dtype=np.bool_)
+        if missing:
+            too_small = np.ones(len(table.names), dtype=np.bool_)
         reasons: list[tuple[str, BoolArray]] = []
         for column, resource in enumerate(table.resources):
             if vector[column] > 0:
@@ -38,4 +44,5 @@ class NodeResourcesFit:
                 if short.any():
                     reasons.append(("Too many pods" if resource == PODS else f"Insufficient {resource}", short))
         reasons.extend((f"Insufficient {resource}", ~feasible) for resource in missing)
-        return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=Code.UNSCHEDULABLE)
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if too_small[~feasible].all() else Code.UNSCHEDULABLE
+        return NodeVerdict(feasible=feasible, reasons=tuple(reasons), code=code, hard=too_small)

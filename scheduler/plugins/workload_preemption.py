@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import FilterPlugin, PostFilterResult, ScenarioValidator, VictimFilter
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    PostFilterResult,
+    PreemptionConstraint,
+    ScenarioValidator,
+    VictimFilter,
+)
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status, unschedulable
@@ -39,11 +45,14 @@ class WorkloadPreemption:
         static_filters: Sequence[FilterPlugin],
         victim_filters: Sequence[VictimFilter] = (),
         validators: Sequence[ScenarioValidator] = (),
+        constraints: Sequence[PreemptionConstraint] = (),
     ) -> None:
-        """`static_filters` are the profile's: a member may only be nominated where they all pass."""
+        """`static_filters` are the profile's: a member may only be nominated where they all pass. `constraints`
+        are its filters beyond resources whose conflicts preemption may clear (host ports, pod affinity, spread)."""
         self.victim_filters = tuple(victim_filters)
         self.validators = tuple(validators)
         self.static_filters = static_filters
+        self.constraints = tuple(constraints)
         self._columns: RunningPods | None = None
 
     def snapshot_ready(self, snapshot: Snapshot) -> None:
@@ -80,6 +89,7 @@ class WorkloadPreemption:
             self.validators,
             self.static_filters,
             min_count,
+            self.constraints,
         )
         decision = candidates.decide()
         stale = {

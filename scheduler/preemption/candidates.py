@@ -24,7 +24,13 @@ import numpy.typing as npt
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import static_mask
-from scheduler.framework.interfaces import FilterPlugin, ScenarioValidator, VictimFilter
+from scheduler.framework.interfaces import (
+    Exclusion,
+    FilterPlugin,
+    PreemptionConstraint,
+    ScenarioValidator,
+    VictimFilter,
+)
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, changed_rows
 from scheduler.framework.status import Code, Status
@@ -95,6 +101,8 @@ class RunningPods:
     _stamps: dict[datetime, float] = field(default_factory=dict)
     _where: dict[str, int] = field(default_factory=dict)
     """Pod key -> node of the running, non-terminating pods."""
+    _rows: tuple[npt.NDArray[np.object_], dict[str, int]] | None = None
+    """Pod key -> row, made from `keys` when `rows_of` first needs it after they changed."""
 
     @staticmethod
     def of(snapshot: Snapshot) -> RunningPods:
@@ -141,6 +149,14 @@ class RunningPods:
         else:
             self.version, self._snapshot = version(snapshot), snapshot
         return self
+
+    def rows_of(self, keys: Iterable[str]) -> IntArray:
+        """The rows of these pods, -1 for a pod not running (gone, terminating or never bound): one dictionary
+        look-up a pod, for the thousands of pods a constraint's exclusion may name."""
+        if self._rows is None or self._rows[0] is not self.keys:
+            self._rows = (self.keys, {key: row for row, key in enumerate(self.keys.tolist())})
+        index = self._rows[1]
+        return np.fromiter((index.get(key, -1) for key in keys), dtype=np.int64)
 
     def row_of(self, key: str) -> int | None:
         """The row of a running, non-terminating pod."""
@@ -414,8 +430,11 @@ def build_candidates(
     validators: Sequence[ScenarioValidator],
     static_filters: Sequence[FilterPlugin],
     min_count: int,
+    constraints: Sequence[PreemptionConstraint] = (),
 ) -> Candidates:
-    """Columnar search input for `unit`; victim filters run later, in `Candidates.decide`."""
+    """Columnar search input for `unit`; victim filters run later, in `Candidates.decide`. The `constraints`
+    (host ports, inter-pod affinity, topology spread) narrow the members' masks and add their exclusions as
+    columns beside the resources (`_excluded`)."""
     table = snapshot.nodes
     free = table.free() + running.freed
     for held in snapshot.held_against(unit):
@@ -470,16 +489,35 @@ def build_candidates(
     )
     width = len(table.resources)
     members = unit.members
+    requests = np.array([table.vector(m.requests) for m in members], dtype=np.int64).reshape(-1, width)
+    masks = np.array([static_mask(m, snapshot, static_filters, state).feasible for m in members], dtype=bool).reshape(
+        len(members), len(table.names)
+    )
+    pod_requests = running.requests[pod_rows]
+    if constraints:
+        own_group = unit.group.key if unit.group is not None else None
+
+        def removable(info: PodInfo) -> bool:
+            return info.priority < unit.priority and (own_group is None or info.group_key != own_group)
+
+        exclusions: list[Exclusion] = []
+        for plugin in constraints:
+            terms = plugin.preemption_terms(state, members, snapshot, removable)
+            if terms.masks is not None:
+                masks &= terms.masks
+            exclusions.extend(terms.exclusions)
+        if exclusions:
+            free, pod_requests, requests = _excluded(
+                exclusions, snapshot, running, pod_rows, free, pod_requests, requests
+            )
     preemptor = PreemptorInput(
         key=unit.key,
         priority=unit.priority,
         is_group=unit.is_group,
         min_count=min_count,
         members=tuple(m.key for m in members),
-        requests=np.array([table.vector(m.requests) for m in members], dtype=np.int64).reshape(-1, width),
-        masks=np.array([static_mask(m, snapshot, static_filters, state).feasible for m in members], dtype=bool).reshape(
-            len(members), len(table.names)
-        ),
+        requests=requests,
+        masks=masks,
         preemption_policy=unit.preemption_policy,
     )
     search_input = SearchInput(
@@ -489,7 +527,7 @@ def build_candidates(
         pod_keys=running.keys[pod_rows].tolist(),
         pod_unit=pod_unit.astype(np.int64),
         pod_node=running.node[pod_rows],
-        pod_requests=running.requests[pod_rows],
+        pod_requests=pod_requests,
         preemptor=preemptor,
         pdbs=_pdbs(snapshot, running, pod_rows),
     )
@@ -497,6 +535,39 @@ def build_candidates(
     if validators:
         candidates.search_input = replace(search_input, validate=lambda keys: candidates.validate(validators, keys))
     return candidates
+
+
+def _excluded(
+    exclusions: Sequence[Exclusion],
+    snapshot: Snapshot,
+    running: RunningPods,
+    pod_rows: IntArray,
+    free: IntArray,
+    pod_requests: IntArray,
+    requests: IntArray,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """`free`, the candidates' `pod_requests` and the members' `requests` with one column per exclusion: a node
+    has `capacity` of it less `capacity` for each holder running there (a terminating holder is going already),
+    a candidate holder gives its `capacity` back when removed, and each member that needs it takes 1."""
+    nodes = len(snapshot.nodes.names)
+    free_columns = np.zeros((nodes, len(exclusions)), dtype=np.int64)
+    pod_columns = np.zeros((len(pod_rows), len(exclusions)), dtype=np.int64)
+    member_columns = np.zeros((len(requests), len(exclusions)), dtype=np.int64)
+    for column, exclusion in enumerate(exclusions):
+        rows = running.rows_of(exclusion.holders)
+        rows = rows[rows >= 0]
+        held = np.bincount(running.node[rows], minlength=nodes)
+        free_columns[:, column] = exclusion.capacity * (1 - held)
+        member_columns[:, column] = exclusion.needs
+        positions = np.searchsorted(pod_rows, rows)
+        candidate = positions < len(pod_rows)
+        candidate[candidate] = pod_rows[positions[candidate]] == rows[candidate]
+        pod_columns[positions[candidate], column] = exclusion.capacity
+    return (
+        np.hstack([free, free_columns]),
+        np.hstack([pod_requests, pod_columns]),
+        np.hstack([requests, member_columns]),
+    )
 
 
 def _pdbs(snapshot: Snapshot, running: RunningPods, pod_rows: IntArray) -> tuple[PdbInput, ...]:

@@ -23,12 +23,14 @@ from scheduler.api.manifest import ManifestError, Source, load_manifests
 from scheduler.api.meta import ApiModel
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound
 from scheduler.api.queue import Queue
+from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, storage_table
 from scheduler.framework.snapshot_builder import effective_priority
 from webhook.admission import admit
 from webhook.errors import Denied
@@ -86,6 +88,8 @@ def load_scenario(
                 raise ManifestError(f"{_where(obj, source)}: {err}") from None
             obj = admitted.object
             warnings.extend(f"{_where(obj, source)}: {w}" for w in admitted.warnings)
+        if isinstance(obj, PersistentVolumeClaim) and not taken_as_stored:
+            _default_class(obj, [o for o, _ in loaded if isinstance(o, StorageClass)])
         key = _store(objects, obj, now)
         if taken_as_stored:
             stored.add((type(obj), key))
@@ -106,7 +110,7 @@ def _stored(obj: ApiModel) -> bool:
 def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
     """File the object under its key (returned); a later document with the same identity replaces an earlier one."""
     meta = obj.metadata  # type: ignore[attr-defined]
-    if isinstance(obj, Pod | PodGroup | Workload | PodDisruptionBudget) and not meta.namespace:
+    if isinstance(obj, Pod | PodGroup | Workload | PodDisruptionBudget | PersistentVolumeClaim) and not meta.namespace:
         meta.namespace = "default"
     if meta.creation_timestamp is None:
         meta.creation_timestamp = now
@@ -129,7 +133,23 @@ def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
         objects.priority_classes[key] = obj
     elif isinstance(obj, PodDisruptionBudget):
         objects.pdbs[key] = obj
+    elif (table := storage_table(objects, obj)) is not None:
+        table[key] = obj
     return key
+
+
+def _default_class(claim: PersistentVolumeClaim, classes: list[StorageClass]) -> None:
+    """What the DefaultStorageClass admission plugin does to a new claim that names no class: it gets the default
+    class (the newest, when several are marked)."""
+    if claim.spec.storage_class_name is not None or claim.storage_class:
+        return
+    defaults = [c for c in classes if c.is_default]
+    if defaults:
+        newest = max(
+            defaults,
+            key=lambda c: (c.metadata.creation_timestamp is not None, c.metadata.creation_timestamp, c.metadata.name),
+        )
+        claim.spec.storage_class_name = newest.metadata.name
 
 
 def _check_priorities(objects: ClusterObjects, sources: dict[str, Source], stored: set[tuple[type, str]]) -> None:

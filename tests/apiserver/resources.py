@@ -42,6 +42,10 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, generation=False),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True, status=True),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, status=True, generation=False),
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, status=True, generation=False),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, generation=False),
+    ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False, generation=False),
     ResourceType(
         "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
     ),

@@ -157,6 +157,10 @@ def _prefix(api_version: str) -> str:
 CLUSTER_SCOPED = {
     "Namespace",
     "Node",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
     "PriorityClass",
     "Queue",
     "ClusterRole",

@@ -17,7 +17,8 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.cluster import ClusterObjects, object_key, storage_table
+from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
 from scheduler.simulation.report import build_report
 from scheduler.simulation.scenario import Scenario
@@ -59,14 +60,22 @@ def cluster_of(objects: list[ApiModel]) -> ClusterObjects:
             cluster.priority_classes[obj.metadata.name] = obj
         elif isinstance(obj, Queue):
             cluster.queues[obj.metadata.name] = obj
+        elif (table := storage_table(cluster, obj)) is not None:
+            table[object_key(obj)] = obj
         else:
             raise TypeError(f"unsupported object {type(obj).__name__}")
     return cluster
 
 
 def run(
-    *objects: ApiModel, config: SchedulerConfiguration | None = None, now: datetime = EPOCH, all_pending: bool = False
+    *objects: ApiModel,
+    config: SchedulerConfiguration | None = None,
+    now: datetime = EPOCH,
+    all_pending: bool = False,
+    preempt: bool = False,
 ) -> Outcome:
+    """`preempt`: act on preemption decisions as `phalanx simulate` does (victims deleted, then the preemptor
+    bound); without it, decisions are only reported."""
     scenario = Scenario(cluster_of(list(objects)), config or SchedulerConfiguration(), [])
-    result = simulate(scenario, now, all_pending=all_pending)
+    result = simulate(scenario, now, all_pending=all_pending, actuator=PreemptionActuator if preempt else None)
     return Outcome(build_report(result), result.cluster.objects())

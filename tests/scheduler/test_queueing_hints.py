@@ -195,3 +195,80 @@ def test_an_event_that_can_help_wakes_the_unit(objects: list[Any], change: Any, 
     side.step()
     assert set(side.report.retries) == {want_event}
     assert side.report.bindings
+
+
+def test_a_pod_larger_than_every_node_is_never_searched_and_sleeps_until_a_node_grows() -> None:
+    """kube-scheduler marks a request above every node's allocatable unresolvable and skips preemption: so does
+    Phalanx, and such a pod is tried again only when a node is added or changes in what a filter reads, not on a
+    kubelet's heartbeat nor when room is freed."""
+    cluster = MemoryCluster(
+        cluster_of(
+            [
+                make_node("n1").cap(cpu="8").obj(),
+                make_pod("low").req(cpu="4").priority(0).on("n1", NOW).obj(),
+                make_pod("huge").req(cpu="100").priority(1000).obj(),
+            ]
+        ),
+        NOW,
+    )
+    config = SchedulerConfiguration()
+    scheduler = Scheduler(cluster, config, default_profile(config), PreemptionActuator(cluster))
+    first = scheduler.schedule_pending()
+    assert first.post_filter == [], "no victim search for a pod no node can hold"
+    assert [(p.pod, p.reason, p.message) for p in first.pending] == [
+        (
+            "default/huge",
+            "Unschedulable",
+            "0/1 nodes are available: 1 Insufficient cpu."
+            " WorkloadPreemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        )
+    ]
+    for change in ("heartbeat", "room"):
+        if change == "heartbeat":
+            cluster.create(make_node("n1").cap(cpu="8").obj())  # the same Node, a new resourceVersion
+        else:
+            cluster.delete_pod(cluster.objects().pods["default/low"], 0)
+        cluster.advance(cluster.now() + MAX_BACKOFF)
+        assert scheduler.schedule_pending().units_tried == 0, f"woken by a {change}"
+    cluster.create(make_node("n1").cap(cpu="128").obj())
+    cluster.advance(cluster.now() + MAX_BACKOFF)
+    assert [b.pod for b in scheduler.schedule_pending().bindings] == ["default/huge"]
+
+
+def test_a_gang_with_a_member_no_node_can_hold_is_never_searched() -> None:
+    cluster = MemoryCluster(
+        cluster_of(
+            [
+                make_node("n1").cap(cpu="8").obj(),
+                make_pod("low").req(cpu="8").priority(0).on("n1", NOW).obj(),
+                make_podgroup("g").gang(2).priority(1000).obj(),
+                make_pod("g-0").req(cpu="4").group("g").obj(),
+                make_pod("g-1").req(cpu="100").group("g").obj(),
+            ]
+        ),
+        NOW,
+    )
+    config = SchedulerConfiguration()
+    report = Scheduler(cluster, config, default_profile(config), PreemptionActuator(cluster)).schedule_pending()
+    assert report.post_filter == []
+    assert cluster.objects().pods["default/low"].metadata.deletion_timestamp is None
+
+
+def test_a_pod_placed_wakes_the_pod_whose_affinity_it_meets() -> None:
+    """No pod matches the affinity (unresolvable); a matching pod bound later, a binding that takes room and frees
+    none, must still wake it, as kube-scheduler's InterPodAffinity hint does on a pod added."""
+    cluster = MemoryCluster(
+        cluster_of(
+            [
+                make_node("n1").cap(cpu="8").obj(),
+                make_pod("web").req(cpu="1").pod_affinity("kubernetes.io/hostname", app="db").obj(),
+            ]
+        ),
+        NOW,
+    )
+    config = SchedulerConfiguration()
+    scheduler = Scheduler(cluster, config, default_profile(config), PreemptionActuator(cluster))
+    assert scheduler.schedule_pending().bindings == []
+    cluster.create(make_pod("db").label("app", "db").req(cpu="1").on("n1", NOW).obj())
+    cluster.advance(cluster.now() + MAX_BACKOFF)
+    assert [b.pod for b in scheduler.schedule_pending().bindings] == ["default/web"]

@@ -67,7 +67,9 @@ def test_unschedulable_unit_waits_for_a_change_then_backs_off() -> None:
 
 
 def test_post_filter_until_and_actuator() -> None:
-    cluster = MemoryCluster(cluster_of([make_node("n1").cap(cpu="1").obj(), make_pod("p").req(cpu="2").obj()]), EPOCH)
+    running = make_pod("r").req(cpu="1").on("n1").obj()
+    objects = [make_node("n1").cap(cpu="2").obj(), running, make_pod("p").req(cpu="2").obj()]
+    cluster = MemoryCluster(cluster_of(objects), EPOCH)
     recorder = Recorder()
     scheduler = Scheduler(cluster, SchedulerConfiguration(), profile=profile_with(RetryLater()), actuator=recorder)
     report = scheduler.schedule_pending()

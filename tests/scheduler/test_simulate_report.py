@@ -116,7 +116,9 @@ def test_json_decisions_say_why_preemption_cannot_help(tmp_path: Path, capsys: p
         yaml_documents(
             [
                 make_priority_class("high", 100).json(),
-                make_node("n1").cap(cpu="1").json(),
+                make_priority_class("top", 1000).json(),
+                make_node("n1").cap(cpu="2").json(),
+                make_pod("vip").req(cpu="1").priority_class("top").on("n1").json(),
                 make_pod("big").req(cpu="2").priority_class("high").json(),
             ]
         )

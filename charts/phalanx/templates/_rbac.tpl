@@ -5,7 +5,8 @@ Names are passed in (they depend on the release), never read from values.
 */}}
 
 {{/*
-Informers list and watch; a direct read happens only for a pod whose gate removal lost a race (a PodGroup
+Informers list and watch (the volume plugins' claims, volumes, StorageClasses and CSINodes too: read, never
+written); a direct read happens only for a pod whose gate removal lost a race (a PodGroup
 whose status write conflicted waits for its watch instead). Events are only ever created. The native scheduling.k8s.io/v1alpha2
 PodGroups are watched when the cluster serves them; granting them on a cluster that does not is harmless.
 */}}
@@ -27,6 +28,12 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
   verbs: [list, watch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims, persistentvolumes]
+  verbs: [list, watch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses, csinodes]
   verbs: [list, watch]
 - apiGroups: [scheduling.phalanx.dev]
   resources: [workloads, queues]
@@ -81,6 +88,12 @@ lists only, never watches. Call with (dict "configMap" <name>).
   verbs: [list]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims, persistentvolumes]
+  verbs: [list]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses, csinodes]
   verbs: [list]
 - apiGroups: [scheduling.phalanx.dev]
   resources: [podgroups, queues]

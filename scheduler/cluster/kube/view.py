@@ -24,13 +24,17 @@ from kubernetes import client
 from kube.errors import ApiError, translated
 from kube.informer import Informer
 from kube.transport import read_json
+from scheduler.api.csi import CSINode
 from scheduler.api.meta import ApiModel
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
+from scheduler.api.persistent_volume import PersistentVolume
+from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.storage_class import StorageClass
 from scheduler.api.wire import prune
 from scheduler.api.workload import Workload
 from scheduler.cluster.kube.calls import Binding, Call, Deletion
@@ -124,6 +128,7 @@ class KubeView:
         custom: Any = client.CustomObjectsApi(api)
         scheduling: Any = client.SchedulingV1Api(api)
         policy: Any = client.PolicyV1Api(api)
+        storage: Any = client.StorageV1Api(api)
 
         def custom_list(group: str, version_: str, plural: str) -> Callable[..., Any]:
             return lambda **kw: custom.list_cluster_custom_object(group, version_, plural, **kw)
@@ -149,6 +154,16 @@ class KubeView:
         self.pdbs: Informer[PodDisruptionBudget] = informer(
             "poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces, PodDisruptionBudget
         )
+        self.claims: Informer[PersistentVolumeClaim] = informer(
+            "persistentvolumeclaims", core.list_persistent_volume_claim_for_all_namespaces, PersistentVolumeClaim
+        )
+        self.volumes: Informer[PersistentVolume] = informer(
+            "persistentvolumes", core.list_persistent_volume, PersistentVolume
+        )
+        self.storage_classes: Informer[StorageClass] = informer(
+            "storageclasses", storage.list_storage_class, StorageClass
+        )
+        self.csi_nodes: Informer[CSINode] = informer("csinodes", storage.list_csi_node, CSINode)
         # Our CRDs may be applied after the scheduler starts: until then, empty.
         self.pod_groups: Informer[PodGroup] = informer(
             "podgroups", custom_list(GROUP, VERSION, "podgroups"), PodGroup, True
@@ -170,6 +185,10 @@ class KubeView:
                 self.nodes,
                 self.priority_classes,
                 self.pdbs,
+                self.claims,
+                self.volumes,
+                self.storage_classes,
+                self.csi_nodes,
                 self.pod_groups,
                 self.native_pod_groups,
                 self.workloads,
@@ -282,6 +301,10 @@ class KubeView:
             queues=self.queues.items(),
             priority_classes=self.priority_classes.items(),
             pdbs=self.pdbs.items(),
+            persistent_volume_claims=self.claims.items(),
+            persistent_volumes=self.volumes.items(),
+            storage_classes=self.storage_classes.items(),
+            csi_nodes=self.csi_nodes.items(),
             victims_in_flight=victims,
             pod_feed=self.pods,
             pod_mark=mark,

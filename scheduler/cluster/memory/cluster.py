@@ -25,7 +25,7 @@ from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import ClusterObjects, WriteRefused, object_key
+from scheduler.framework.cluster import ClusterObjects, WriteRefused, object_key, storage_table
 from scheduler.framework.ledger import Ledger
 
 log = structlog.get_logger(__name__)
@@ -125,16 +125,21 @@ class MemoryCluster:
         return gone
 
     # -- writes ------------------------------------------------------------------------------
-    def create(self, obj: Node | Pod | PodGroup) -> None:
-        """Add (or replace) a node, pod or PodGroup, as `kubectl apply` would: arrivals in a what-if."""
+    def create(self, obj: ApiModel) -> None:
+        """Add (or replace) a node, pod, PodGroup or storage object (a claim, volume, StorageClass, CSINode), as
+        `kubectl apply` would: arrivals in a what-if."""
         self._version += 1
-        obj.metadata.resource_version = str(self._version)
+        obj.metadata.resource_version = str(self._version)  # type: ignore[attr-defined]
         if isinstance(obj, Node):
             self._objects.nodes[obj.metadata.name] = obj
         elif isinstance(obj, Pod):
             self._put(obj)
-        else:
+        elif isinstance(obj, PodGroup):
             self._objects.pod_groups[obj.key] = obj
+        elif (table := storage_table(self._objects, obj)) is not None:
+            table[object_key(obj)] = obj
+        else:
+            raise TypeError(f"cannot create a {type(obj).__name__}")
 
     def _bump(self, meta: ObjectMeta, **changes: Any) -> ObjectMeta:
         self._version += 1

@@ -10,6 +10,8 @@ from scheduler.plugins.node_name import NodeName
 from tests.builders import EPOCH, PodWrapper, make_node, make_pod
 from tests.scheduler.scenario import cluster_of, run
 
+NOT_HELPFUL = " WorkloadPreemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+
 
 @pytest.mark.parametrize(
     ("pod", "want_node"),
@@ -30,7 +32,10 @@ def test_node_unschedulable(pod: PodWrapper, want_node: str) -> None:
 
 def test_only_cordoned_nodes_leave_pod_pending_with_reason() -> None:
     outcome = run(make_node("n1").unschedulable().obj(), make_pod("p").obj())
-    assert outcome.pending("p") == ("Unschedulable", "0/1 nodes are available: 1 node(s) were unschedulable.")
+    assert outcome.pending("p") == (
+        "Unschedulable",
+        "0/1 nodes are available: 1 node(s) were unschedulable." + NOT_HELPFUL,
+    )
 
 
 @pytest.mark.parametrize(

@@ -28,5 +28,6 @@ def test_taint_toleration(effect: str, pod: PodWrapper, want_bound: bool) -> Non
     if not want_bound:
         assert outcome.pending("p") == (
             "Unschedulable",
-            "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: yes}.",
+            "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: yes}."
+            " WorkloadPreemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
         )

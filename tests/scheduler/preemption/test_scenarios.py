@@ -345,8 +345,14 @@ def test_text_output_explains_each_decision(capsys: pytest.CaptureFixture[str]) 
     assert "victims: 1 unit (batch/report), 1 pod on 1 node; pods by priority: 10 (1); by namespace: batch (1)" in text
     assert "binary-search bound: priority 10" in text
     assert "spared 1 candidate: PodDisruptionBudget (1)" in text
-    assert "preemptor ops/huge (priority 1000): no node fits the pod even after preempting" in text
+    assert "preemptor ops/huge" not in text, "no node can hold it: not searched for victims, as kube-scheduler"
     assert "victim batch/report" not in text, "per-victim lines need -v"
+    (huge,) = [p for p in json.loads(run_example(capsys, "preemption-pdb.yaml", "json"))["pending"]]
+    assert (huge["pod"], huge["message"]) == (
+        "ops/huge",
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "WorkloadPreemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+    )
     verbose = run_example(capsys, "preemption-pdb.yaml", "text", "-v")
     assert "victim batch/report (priority 10) on node-b" in verbose
     assert "spared data/db-0 (priority 10) by WorkloadPreemption: PodDisruptionBudget" in verbose
