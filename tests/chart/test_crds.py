@@ -98,19 +98,33 @@ def test_schema_fields_are_the_model_fields(schema_path: tuple[str, ...], model:
     assert set(node["properties"]) == aliases
 
 
+PRINTED_TYPES = {"integer": "integer", "number": "number", "string": "string", "boolean": "boolean"}
+"""A printer column's type and the schema type of the field it prints (kubectl formats the value by the former)."""
+
+
 def test_printer_columns_point_at_schema_fields() -> None:
+    """Every column prints a field the schema has, through arrays only where the schema has an array, and is
+    typed as that field is; `metadata` columns print the creation time as a date."""
+    checked = 0
     for kind, crd in CRDS.items():
         schema = _schema(kind)
         for column in crd["spec"]["versions"][0]["additionalPrinterColumns"]:
+            where = f"{kind} column {column['name']} ({column['jsonPath']})"
             parts = re.sub(r"\[[^\]]*\]", "[]", column["jsonPath"]).lstrip(".").split(".")
             if parts[0] == "metadata":
+                assert (parts, column["type"]) == (["metadata", "creationTimestamp"], "date"), where
                 continue
             node = schema
             for part in parts:
                 name = part.split("[")[0]
+                assert name in node.get("properties", {}), f"{where}: the schema has no {name!r} there"
                 node = node["properties"][name]
                 if "[" in part:
+                    assert node.get("type") == "array", f"{where}: {name!r} is not an array"
                     node = node["items"]
+            assert node.get("type") == PRINTED_TYPES.get(column["type"]), f"{where}: the field is {node.get('type')}"
+            checked += 1
+    assert checked >= 10, "every kind's columns were followed into its schema"
 
 
 @pytest.mark.parametrize(

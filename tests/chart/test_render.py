@@ -98,6 +98,21 @@ def test_values_outside_the_schema_are_refused(helm: Helm) -> None:
         assert done.returncode != 0 and want in done.stderr, (bad, done.stderr)
 
 
+@pytest.mark.parametrize(
+    "image",
+    [
+        pytest.param([], id="the default values"),
+        pytest.param(["--set", "image.repository=ghcr.io/phalanx-dev/phalanx"], id="the former, unpublished default"),
+    ],
+)
+def test_an_image_nobody_built_is_refused_with_how_to_build_one(helm: Helm, image: list[str]) -> None:
+    """No Phalanx image is published: the chart renders only once told which image was built from the Dockerfile."""
+    done = helm.run("template", "phalanx", str(CHART), "--namespace", NAMESPACE, *image)
+    assert done.returncode != 0, "rendered with an image nobody publishes"
+    assert "image.repository is required" in done.stderr and "Dockerfile" in done.stderr, done.stderr
+    assert "--set image.repository=" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("values", VALUE_SETS)
 def test_pods_run_locked_down_with_requests(rendered: dict[str | None, list[Doc]], values: str | None) -> None:
     specs = _pod_specs(rendered[values])

@@ -69,8 +69,12 @@ class PodRunner:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def container_log_path(self, uid: str, container: str) -> Path:
+        """Where the container's output goes; the file exists once the container was started."""
+        return self.state / "pods" / uid / f"{container}.log"
+
     def container_log(self, uid: str, container: str) -> str:
-        path = self.state / "pods" / uid / f"{container}.log"
+        path = self.container_log_path(uid, container)
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
+from tests.chart.conftest import CHART, IMAGE_REPOSITORY, NAMESPACE, RELEASE, Helm
 from tests.e2e.control_plane import ROOT, ControlPlane, Json, object_path, wait_for
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -52,6 +52,8 @@ def render(helm: Helm) -> list[Json]:
         f"certificates.extraSANs={{{LOOPBACK}}}",
         "--set",
         "webhook.nativeWorkloadAPI=true",
+        "--set",
+        f"image.repository={IMAGE_REPOSITORY}",
         "--set",
         f"certificates.resyncSeconds={CERT_RESYNC_SECONDS}",
     )

@@ -2,7 +2,8 @@
 
 Each pod is a member of a pod group, so with `failurePolicy: Fail` a webhook that cannot be reached
 refuses it: one failed creation is one failed admission. A created pod that lacks our scheduling gate
-was admitted without the webhook, which counts as a failure too.
+was admitted without the webhook, which counts as a failure too. Each admission's start and end are
+kept, so a test proves the stream ran while the disruption it causes was under way, not only before.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tests.e2e.control_plane import Api
 
 GATE = "scheduling.phalanx.dev/gang"
 GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
+DURING = 20
+"""Admissions the stream must make within a disruption (it makes up to 20 a second, one at a time)."""
 
 
 @dataclass(slots=True)
@@ -29,6 +32,8 @@ class AdmissionStream:
     failures: list[str] = field(default_factory=list)
     seconds: list[tuple[float, str]] = field(default_factory=list)
     """How long each creation took, with its start: the slowest say how near the webhook came to its timeout."""
+    admitted: list[tuple[float, float]] = field(default_factory=list)
+    """When each admitted creation was sent and answered (`time.monotonic()`)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -64,6 +69,7 @@ class AdmissionStream:
                     self.failures.append(f"{started} {name}: admitted without the webhook (no {GATE} gate)")
                 else:
                     self.created += 1
+                    self.admitted.append((clock, time.monotonic()))
             next_at += self.interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -73,15 +79,23 @@ class AdmissionStream:
             self._thread.join(timeout=30)
         return self
 
-    def check(self, during: str, diagnose: Callable[[], str] = str) -> None:
+    def within(self, began: float, ended: float) -> int:
+        """Admissions sent at or after `began` and answered by `ended` (`time.monotonic()`)."""
+        return sum(1 for sent, answered in self.admitted if sent >= began and answered <= ended)
+
+    def check(self, during: str, began: float, ended: float, diagnose: Callable[[], str] = str) -> None:
         """Fail with every refused creation, the slowest admitted ones and what `diagnose` finds; the stream must
-        have run (20 admissions)."""
+        have run while the disruption did: `DURING` admissions from when it `began` until it `ended`."""
         slowest = ", ".join(f"{name} {seconds:.2f} s" for seconds, name in sorted(self.seconds, reverse=True)[:5])
         assert not self.failures, (
             f"{len(self.failures)} failed admissions during {during}:\n" + "\n".join(self.failures[:20]) + "\n"
             f"slowest admitted: {slowest}\n{diagnose()}"
         )
-        assert self.created >= 20, f"only {self.created} pods created during {during}"
+        made = self.within(began, ended)
+        assert made >= DURING, (
+            f"only {made} admissions during {during} ({ended - began:.1f} s; {self.created} in all), "
+            f"{DURING} needed: it did not happen under load"
+        )
 
     def remove(self) -> None:
         self.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}")

@@ -7,7 +7,13 @@ preemptor's pods and preempt no costlier a set by kube-scheduler's own ranking (
 it must preempt nothing when it binds nothing, and violate no PodDisruptionBudget where kube-scheduler
 violated none. Scenarios with preemption toleration or min-runtime, which kube-scheduler does not know,
 are checked against `phalanx simulate` instead: fed the same cluster (dumped just before the preemptor
-came), it must predict what the live scheduler did, the same pods preempted and the same nodes used.
+came), it must predict what the live scheduler did, the same pods preempted and the same nodes used. As
+live and simulate run the same code, the protection regressions also name the victims they must take.
+
+Both ways must prove something: kube-scheduler preempts in some scenario of every run (a feature gate that
+stopped it would leave every verdict "same or better"), and the random protection scenarios meet a protected
+candidate in every run. Both schedulers retry a pod within `BACKOFF_SECONDS`, well inside the time a run
+must stay unchanged to be settled (`differential/live.py`).
 
 The seed is printed and can be given back: `PHALANX_FUZZ_SEED=N make fuzz`. `make test` runs a short fuzz
 (`PHALANX_FUZZ_SCENARIOS`, default 10, and `PHALANX_FUZZ_PROTECTED`, default 4); `make fuzz` a long one,
@@ -23,16 +29,26 @@ import os
 import random
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.control_plane import ControlPlane, wait_for
 from tests.e2e.differential.kube_scheduler import KubeScheduler
-from tests.e2e.differential.live import KUBE_SCHEDULER, PHALANX_SCHEDULER, Classes, Run, hand_over, settle
+from tests.e2e.differential.live import (
+    KUBE_SCHEDULER,
+    PHALANX_SCHEDULER,
+    QUIET_SECONDS,
+    Classes,
+    Observation,
+    Run,
+    hand_over,
+    settle,
+)
 from tests.e2e.differential.prediction import arrivals, dump, predict
 from tests.e2e.differential.ranking import Cost, Outcome, compare, cost, problems, why_better
 from tests.e2e.differential.scenario import (
@@ -53,6 +69,10 @@ SCENARIOS = int(os.environ.get("PHALANX_FUZZ_SCENARIOS", "10"))
 PROTECTED = int(os.environ.get("PHALANX_FUZZ_PROTECTED", "4"))
 BATCH = int(os.environ.get("PHALANX_FUZZ_BATCH", "10"))
 """Scenarios run at once (each in two pools): the schedulers settle them in parallel."""
+MORE_PROTECTED = 5
+"""A protection run that met no protected candidate draws more scenarios, up to this many times `PROTECTED`: a
+scenario meets one about a third of the time (15 of 40 in a `make fuzz`), so 4 scenarios meet none one run in 7,
+and 20 one in 10,000."""
 REPORT = os.environ.get("PHALANX_FUZZ_REPORT")
 """A file the long run writes its summary to (the counts and every "better", explained)."""
 
@@ -190,6 +210,9 @@ PROTECTION_REGRESSIONS = [
             ),
             name="seed 7 protected #8",
         ),
+        # every min-runtime here has run out (reclaim 1m at root, the pods started 5 min ago or more): the
+        # cheapest set with no PDB broken, p1 for one member, p5 and p7 (priority 10) for the other
+        {"p1", "p5", "p7"},
         id="min-runtime across queues, PDBs and a basic group: simulate binds the members on the same nodes",
     ),
     pytest.param(
@@ -203,6 +226,7 @@ PROTECTION_REGRESSIONS = [
             preemptor=Preemptor("pod", pods=1, cpu=2, priority=1000),
             name="toleration: for an hour, run out, forever",
         ),
+        {"p1"},  # without toleration p0, of the lowest priority, would go
         id="toleration spares the pod it protects and takes the one whose toleration ran out",
     ),
     pytest.param(
@@ -229,6 +253,8 @@ PROTECTION_REGRESSIONS = [
             ),
             name="seed 284884 protected #3",
         ),
+        # g1's PDB allows no disruption; g0 (disruptionMode PodGroup, its reclaim min-runtime run out) goes whole
+        {"g0-0", "g0-1", "g0-2"},
         id="fuzz seed 284884 protected #3: a lone pod binds on its nominated node once all its victims are gone",
     ),
 ]
@@ -251,6 +277,44 @@ def classes(stack: Stack) -> Iterator[Classes]:
     yield made
     made.remove_all()
     stack.api.request("DELETE", "/api/v1/namespaces/differential")
+
+
+def test_settling_outlasts_either_schedulers_backoff(stack: Stack, kube_scheduler: KubeScheduler) -> None:
+    """A run counts as settled after QUIET_SECONDS unchanged: each scheduler must retry a pod well within that,
+    or a retry still due is cut off and its pods counted unbound (kube-scheduler's default backoff is 1-10 s)."""
+    kube = yaml.safe_load((kube_scheduler.work / "kube-scheduler.yaml").read_text())
+    longest = {
+        KUBE_SCHEDULER: float(kube.get("podMaxBackoffSeconds", 10)),  # kube-scheduler's default when unset
+        PHALANX_SCHEDULER: float(stack.scheduler_config()["maxBackoffSeconds"]),
+    }
+    assert all(2 * seconds <= QUIET_SECONDS for seconds in longest.values()), (
+        f"longest backoff {longest}, settled after {QUIET_SECONDS} s unchanged"
+    )
+
+
+@dataclass(eq=False)
+class LateVictim:
+    """A run whose scheduler bound the preemptor at once and deletes its victim `late` seconds later."""
+
+    scenario: Scenario
+    late: float
+    flavour: str = "scripted"
+    began: float = field(default_factory=time.monotonic)
+
+    def observe(self) -> Observation:
+        gone = frozenset(p.name for p in self.scenario.running if time.monotonic() - self.began >= self.late)
+        return Observation((("preemptor", "n0"),), gone, (), True)
+
+    def outcome(self, observation: Observation) -> Outcome:
+        return Outcome({name: 0 for name, _ in observation.bound}, observation.preempted)
+
+
+def test_settle_counts_a_victim_deleted_after_the_last_binding() -> None:
+    scenario = Scenario(
+        nodes=(4,), running=(Running("v", node=0, cpu=4, priority=10),), preemptor=Preemptor("pod", 1, 4, 40)
+    )
+    run = LateVictim(scenario, late=2.0)
+    assert settle([run])[run] == Outcome({"preemptor": 0}, frozenset({"v"}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,12 +394,14 @@ def test_never_worse_than_kube_scheduler(phalanx: Stack, kube_scheduler: KubeSch
     verdicts: dict[str, list[str]] = {"same": [], "better": [], "worse": []}
     reasons: dict[str, int] = {}
     failures = []
+    kube_preempted = 0
     for start in range(0, len(scenarios), BATCH):
         batch = scenarios[start : start + BATCH]
         for scenario, outcomes in zip(
             batch, run(phalanx, classes, batch, (KUBE_SCHEDULER, PHALANX_SCHEDULER)), strict=True
         ):
             theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
+            kube_preempted += bool(theirs.preempted)
             verdict = compare(scenario, theirs, ours)
             verdicts[verdict.kind].append(f"{scenario.name}: {verdict.why}")
             found = problems(scenario, theirs, ours)
@@ -347,6 +413,7 @@ def test_never_worse_than_kube_scheduler(phalanx: Stack, kube_scheduler: KubeSch
                 verdicts["better"][-1] += f"\n  why: {reason}\n{scenario.code()}"
     summary = [
         f"seed {SEED}: same {len(verdicts['same'])}, better {len(verdicts['better'])}, worse {len(verdicts['worse'])}"
+        f"; kube-scheduler preempted in {kube_preempted} of {len(scenarios)}"
     ]
     summary += [f"better {count}x: {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])]
     summary += [f"better: {line}" for line in verdicts["better"]]
@@ -356,16 +423,27 @@ def test_never_worse_than_kube_scheduler(phalanx: Stack, kube_scheduler: KubeSch
         same = [f"same: {line}" for line in verdicts["same"]]
         Path(REPORT).write_text("\n".join(summary + same) + "\n")
     assert not failures, "\n\n".join(failures)
+    assert kube_preempted > 0, f"kube-scheduler preempted in none of {len(scenarios)} scenarios: is its preemption on?"
 
 
 def test_simulator_predicts_the_live_scheduler(phalanx: Stack, classes: Classes, tmp_path: Path) -> None:
-    """Toleration and min-runtime: `phalanx simulate` on the same cluster does exactly what the live scheduler did."""
+    """Toleration and min-runtime: `phalanx simulate` on the same cluster does exactly what the live scheduler did.
+
+    The run must meet a protected candidate, or it tested no protection: when none of its `PROTECTED`
+    scenarios has one, it draws more from the same seed, up to
+    `MORE_PROTECTED` times as many, until one does."""
     rng = random.Random(SEED + 1)
-    scenarios = [random_scenario(rng, f"seed {SEED} protected #{i}", protections=True) for i in range(PROTECTED)]
     print(f"\nprotection fuzz: seed {SEED}, {PROTECTED} scenarios")
-    failures, protected = [], 0
-    for start in range(0, len(scenarios), BATCH):
-        batch = scenarios[start : start + BATCH]
+    failures: list[str] = []
+    scenarios: list[Scenario] = []
+    protected = 0
+    while len(scenarios) < PROTECTED or (not protected and len(scenarios) < MORE_PROTECTED * PROTECTED):
+        limit = PROTECTED if len(scenarios) < PROTECTED else MORE_PROTECTED * PROTECTED
+        batch = [
+            random_scenario(rng, f"seed {SEED} protected #{len(scenarios) + i}", protections=True)
+            for i in range(min(BATCH, limit - len(scenarios)))
+        ]
+        scenarios += batch
         found = predicted_and_live(phalanx, classes, batch, tmp_path)
         for scenario, (live, predicted, spared, seen) in zip(batch, found, strict=True):
             protected += spared > 0
@@ -378,6 +456,7 @@ def test_simulator_predicts_the_live_scheduler(phalanx: Stack, classes: Classes,
         with Path(REPORT).open("a") as report:
             report.write(line + "\n")
     assert not failures, "\n\n".join(failures)
+    assert protected > 0, f"no protected candidate in {len(scenarios)} scenarios: the protections went untested"
 
 
 @pytest.fixture(scope="module")
@@ -391,11 +470,15 @@ def protection_regressions(
     return {scenario.name: outcome for scenario, outcome in zip(scenarios, found, strict=True)}
 
 
-@pytest.mark.parametrize("scenario", PROTECTION_REGRESSIONS)
+@pytest.mark.parametrize(("scenario", "want_preempted"), PROTECTION_REGRESSIONS)
 def test_protection_regression(
-    protection_regressions: dict[str, tuple[Outcome, Outcome, int, int]], scenario: Scenario
+    protection_regressions: dict[str, tuple[Outcome, Outcome, int, int]], scenario: Scenario, want_preempted: set[str]
 ) -> None:
+    """The victims the protections leave (live and simulate run the same code: agreeing proves no protection),
+    every preemptor pod bound, and simulate predicting it."""
     live, predicted, _, seen = protection_regressions[scenario.name]
+    assert live.preempted == want_preempted, f"live {live}"
+    assert len(live.bound) == len(scenario.preemptor.names), f"live {live}"
     assert live.same_as(predicted), mismatch(live, predicted, seen)
 
 

@@ -18,12 +18,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 import yaml
 from cryptography import x509
 
-from tests.chart.conftest import CHART, HELM_4, Helm, _extract_helm
+from tests.chart.conftest import CHART, HELM_4, IMAGE_REPOSITORY, Helm, _extract_helm
 from tests.e2e.control_plane import ROOT, Api, ControlPlane, Json, wait_for
 from tests.e2e.objects import GATE, PHALANX, SCHEDULER_NAME, Pool
 from tests.e2e.runner import PodRunner
@@ -62,9 +64,13 @@ class Release:
         return time.monotonic() - started
 
     def install(self, *extra: str, helm: Helm | None = None) -> float:
+        """README's `helm install`, naming the image its build step tags, which the pod runner runs."""
         chosen = helm or self.helm
         started = time.monotonic()
-        done = chosen.run("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "3m", *extra)
+        image = ("--set", f"image.repository={IMAGE_REPOSITORY}", "--set", f"image.tag={version('phalanx')}")
+        done = chosen.run(
+            "install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "3m", *image, *extra
+        )
         assert done.returncode == 0, f"helm install failed:\n{done.stderr[-3000:]}\n{self.diagnose()}"
         return time.monotonic() - started
 
@@ -101,6 +107,22 @@ class Release:
                 if '"error"' in line or "Traceback" in line or "Error" in line
             ]
         return "\n".join(lines[-40:])
+
+    def log_path(self, pod: Json) -> Path:
+        """The log of the pod's container, named after its component as the chart names it."""
+        component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+        return self.runner.container_log_path(pod["metadata"]["uid"], component)
+
+    def records(self, pod: Json) -> list[Json]:
+        """The JSON lines of the pod's log (`logFormat: json`); other lines (gunicorn's own, a print) left out."""
+        path = self.log_path(pod)
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def cordon(self, unschedulable: bool) -> None:
+        """Cordon (or uncordon) the runner's node: kube-scheduler places no new pod of the release there."""
+        reply = self.api.patch(f"/api/v1/nodes/{self.runner.node}", {"spec": {"unschedulable": unschedulable}})
+        assert reply.status == 200, reply.message
 
     def diagnose(self) -> str:
         """What a failed step needs: the release's pods and the tail of each container's log."""
@@ -237,22 +259,30 @@ def test_1_install_then_crds_then_a_gang_gated_scheduled_and_preempted_through_t
 
 
 def test_2_the_standby_scheduler_takes_over_when_the_leaders_pod_is_killed(release: Release, workloads: Pool) -> None:
+    """The standby, a pod that ran before the kill, leads and binds a gang. The runner's node is cordoned
+    meanwhile, so the ReplicaSet's replacement for the killed pod cannot start and take the Lease instead."""
     leader = release.lease_holder()
-    assert leader
-    killed_at = time.monotonic()
-    release.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}", grace_period_seconds=0)  # no Lease release
-    pool = workloads
-    pool.api.request("DELETE", f"/apis/{PHALANX}/namespaces/{pool.namespace}/podgroups/urgent")
-    for name in ("urgent-0", "urgent-1"):
-        pool.api.delete(f"/api/v1/namespaces/{pool.namespace}/pods/{name}", grace_period_seconds=0)
-    pool.create(pool.pod_group("after", {"gang": {"minCount": 2}}))
-    for i in range(2):
-        pool.create(pool.pod(f"after-{i}", cpu="2", group="after", scheduler_name=None))
-    successor = wait_for(lambda: (h := release.lease_holder()) and h != leader and h, timeout=40, what="a new leader")
-    TIMINGS["scheduler failover: kill to new leader"] = time.monotonic() - killed_at
-    pool.wait_bound(["after-0", "after-1"], timeout=30)
-    TIMINGS["scheduler failover: kill to gang bound"] = time.monotonic() - killed_at
-    assert successor != leader
+    standbys = {p["metadata"]["name"] for p in release.pods("scheduler")} - {leader}
+    assert leader and standbys, f"leader {leader!r}, standbys {standbys}"
+    release.cordon(True)
+    try:
+        killed_at = time.monotonic()
+        release.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{leader}", grace_period_seconds=0)  # no release
+        pool = workloads
+        pool.api.request("DELETE", f"/apis/{PHALANX}/namespaces/{pool.namespace}/podgroups/urgent")
+        for name in ("urgent-0", "urgent-1"):
+            pool.api.delete(f"/api/v1/namespaces/{pool.namespace}/pods/{name}", grace_period_seconds=0)
+        pool.create(pool.pod_group("after", {"gang": {"minCount": 2}}))
+        for i in range(2):
+            pool.create(pool.pod(f"after-{i}", cpu="2", group="after", scheduler_name=None))
+        successor = wait_for(lambda: (h := release.lease_holder()) != leader and h, timeout=40, what="a new leader")
+        TIMINGS["scheduler failover: kill to new leader"] = time.monotonic() - killed_at
+        pool.wait_bound(["after-0", "after-1"], timeout=30)
+        TIMINGS["scheduler failover: kill to gang bound"] = time.monotonic() - killed_at
+        assert successor in standbys, f"{successor} took over, not the standby ({', '.join(sorted(standbys))})"
+    finally:
+        release.cordon(False)
+    wait_for(lambda: len(release.pods("scheduler")) == 2, timeout=90, what="the replacement scheduler pod Ready")
 
 
 def test_3_losing_a_webhook_pod_fails_no_admission(release: Release) -> None:
@@ -271,11 +301,12 @@ def test_3_losing_a_webhook_pod_fails_no_admission(release: Release) -> None:
             timeout=90,
             what="the webhook Deployment back to 2 Ready pods",
         )
-        TIMINGS["webhook pod loss: delete to 2 Ready again"] = time.monotonic() - deleted_at
+        back_at = time.monotonic()
+        TIMINGS["webhook pod loss: delete to 2 Ready again"] = back_at - deleted_at
         time.sleep(2)
     finally:
         stream.stop()
-    stream.check("a webhook pod's loss", release.webhook_errors)
+    stream.check("a webhook pod's loss", deleted_at, back_at, release.webhook_errors)
     stream.remove()
 
 
@@ -300,11 +331,12 @@ def test_4_a_forced_certificate_rotation_fails_no_admission(release: Release) ->
             return all(_served_by(p["status"]["podIP"], pem) for p in release.pods("webhook"))
 
         wait_for(rotated, timeout=120, interval=0.5, what="a new CA alone in caBundle, served by every webhook pod")
-        TIMINGS["certificate rotation: upgrade to old CA gone"] = time.monotonic() - started
+        done_at = time.monotonic()
+        TIMINGS["certificate rotation: upgrade to old CA gone"] = done_at - started
         time.sleep(2)
     finally:
         stream.stop()
-    stream.check("a CA rotation", release.webhook_errors)
+    stream.check("a CA rotation", started, done_at, release.webhook_errors)
     stream.remove()
 
 
@@ -318,16 +350,22 @@ def test_5_an_upgrade_rolls_both_deployments_fails_no_admission_and_the_schedule
     try:
         before.create(*(before.pod(f"p{i}", cpu="500m") for i in range(2)))
         assert len(set(before.wait_bound(["p0", "p1"]).values())) == 2, "LeastAllocated spreads"
-        old_pods = {p["metadata"]["name"] for p in release.pods("scheduler") + release.pods("webhook")}
+        old = release.pods("scheduler") + release.pods("webhook")
+        for pod in old:  # what the check below reads is each pod's own log: at info, its JSON lines are there
+            levels = {r.get("level") for r in release.records(pod)}
+            assert "info" in levels, f"{pod['metadata']['name']} logged no info line at logLevel info: {levels}"
+        old_pods = {p["metadata"]["name"] for p in old}
         stream = AdmissionStream(release.api, "lc-stream-upgrade").start()
         try:
+            began = time.monotonic()
             TIMINGS["upgrade: rolling update of both Deployments"] = release.upgrade(
                 'scheduler.scoringStrategy.type="MostAllocated"', 'logLevel="warning"'
             )
+            ended = time.monotonic()
             time.sleep(2)
         finally:
             stream.stop()
-        stream.check("a rolling upgrade", release.webhook_errors)
+        stream.check("a rolling upgrade", began, ended, release.webhook_errors)
         stream.remove()
         new_pods = release.pods("scheduler") + release.pods("webhook")
         assert len(new_pods) == 4 and not old_pods & {p["metadata"]["name"] for p in new_pods}, "every pod replaced"
@@ -335,14 +373,35 @@ def test_5_an_upgrade_rolls_both_deployments_fails_no_admission_and_the_schedule
         after.wait_bound(["p0"])
         after.create(after.pod("p1", cpu="500m"))
         assert len(set(after.wait_bound(["p0", "p1"]).values())) == 1, "MostAllocated, from the upgraded config, packs"
-        for pod in new_pods:
-            component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
-            log = release.runner.container_log(pod["metadata"]["uid"], component)
-            name = pod["metadata"]["name"]
-            assert '"level": "info"' not in log, f"logLevel=warning did not reach {name}:\n{log[:2000]}"
+        logged_at_warning_only(release, after, new_pods)
     finally:
         before.teardown()
         after.teardown()
+
+
+def logged_at_warning_only(release: Release, pool: Pool, pods: list[Json]) -> None:
+    """logLevel=warning reached every upgraded pod: its log (which exists: the container started) holds no line at
+    info, ours or gunicorn's, and the leader writes a warning as a JSON line. It warns once a running pod's
+    PriorityClass is deleted (the pod keeps its priority, unprotected by toleration until the class returns)."""
+    for pod in pods:
+        path, name = release.log_path(pod), pod["metadata"]["name"]
+        assert path.exists(), f"{name} has no log at {path}"
+        log = path.read_text(errors="replace")
+        assert '"level": "info"' not in log and "[INFO]" not in log, (
+            f"logLevel=warning did not reach {name}:\n{log[:2000]}"
+        )
+    gone = pool.priority_class("gone", 5)
+    pool.create(pool.pod("orphan", cpu="500m", priority_class=gone))
+    pool.wait_bound(["orphan"])
+    reply = pool.api.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{gone}")
+    assert reply.status == 200, reply.message
+    (leader,) = [p for p in pods if p["metadata"]["name"] == release.lease_holder()]
+    warned = wait_for(
+        lambda: [r for r in release.records(leader) if r.get("level") == "warning" and gone in json.dumps(r)],
+        timeout=30,
+        what="the upgraded leader's warning about the deleted class, as a JSON line",
+    )
+    assert warned[0]["event"] == "configuration ignored", warned
 
 
 def test_6_uninstall_leaves_nothing_behind_and_pod_creation_works_at_once(release: Release) -> None:

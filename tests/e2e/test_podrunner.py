@@ -12,18 +12,20 @@ import json
 import subprocess
 import textwrap
 import time
+import urllib.request
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from tests.chart.conftest import IMAGE_REPOSITORY
 from tests.e2e.control_plane import Api, ControlPlane, Json, wait_for
 from tests.e2e.podrunner.image import split_reference
 from tests.e2e.podrunner.network import NETNS_DIR
 from tests.e2e.runner import PodRunner
 
-IMAGE = f"ghcr.io/phalanx-dev/phalanx:{version('phalanx')}"
+IMAGE = f"{IMAGE_REPOSITORY}:{version('phalanx')}"
 NAMESPACE = "podrunner"
 ADDRESSES = ipaddress.ip_network("198.18.0.0/15")
 
@@ -330,12 +332,22 @@ def test_each_pod_has_an_address_of_its_own_and_the_token_is_refreshed(api: Api,
     done = wait_for(lambda: phase(api, "tokens", "Succeeded", "Failed"), timeout=60, what="a refreshed token used")
     lines = runner.container_log(made["metadata"]["uid"], "main").split()
     assert done["status"]["phase"] == "Succeeded" and lines.count("v1.36.2") == 2, lines
-    addresses = {
-        done["status"]["podIP"],
-        wait_for(lambda: (read(api, "neighbour") or {}).get("status", {}).get("podIP")),
-    }
+    neighbour = wait_for(lambda: (read(api, "neighbour") or {}).get("status", {}).get("podIP"))
+    addresses = {done["status"]["podIP"], neighbour}
     assert len(addresses) == 2 and all(ipaddress.ip_address(a) in ADDRESSES for a in addresses)
-    assert other["metadata"]["uid"]
+    # the address is the neighbour's own: a request to it reaches that pod's server, which logs it
+    wait_for(lambda: answers(f"http://{neighbour}:8080/"), timeout=30, what="the neighbour's server at its address")
+    assert '"GET / HTTP/1.1" 200' in runner.container_log(other["metadata"]["uid"], "main")
+
+
+def answers(url: str) -> bool:
+    """A GET of `url` from this machine (no proxy) is answered with 200."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
 
 
 def test_a_killed_runner_leaves_no_namespace_link_or_process_behind(

@@ -12,7 +12,9 @@ the leader's first pass queues a PodScheduled write for every pod. Its pods fit 
 every change to the cluster has the leader retry all of them. The leader is told to stop while its
 Bindings, or a gang's preemption, are on the wire, and the pass that retries the backlog has begun.
 The figures are printed (`pytest -s`) and asserted: exit within 5 s of SIGTERM, the standby holding the
-Lease within 2 s of it. (The webhook's stop is tested with its HTTP contract, `tests/webhook/test_protocol.py`.)
+Lease within 2 s of it; and, in the backlog test, that the stop had work to deal with (writes dropped from
+the queues or still running at its deadline), or it proved nothing. (The webhook's stop is tested with its
+HTTP contract, `tests/webhook/test_protocol.py`.)
 
 The pods of a test go to schedulers of their own, named after its pool (`schedulerName`): the backlog's
 namespace is deleted in the background when the test ends, and until it is gone its pods are nobody
@@ -103,11 +105,17 @@ def stop_and_time(leader: Process, standby: Process, pool: Pool) -> tuple[float,
 
 
 def stop_lines(process: Process) -> Json:
-    """The leader's account of its stop: a line when it began, a line when it ended with what it dropped."""
+    """The leader's account of its stop: a line when it began, a line when it ended with what it dropped and what
+    was still running at its deadline (by lane)."""
     began, ended = process.records("stopping"), process.records("stopped")
     assert len(began) == 1 and len(ended) == 1, process.log()[-3000:]
     print(f"{began[0]}\n{ended[0]}")
     return ended[0]
+
+
+def in_flight(stopped: Json) -> int:
+    """Writes the stop dropped from the queues or left running: work that was under way at SIGTERM."""
+    return sum(stopped["dropped"].values()) + sum(stopped["unfinished"].values())
 
 
 def create_backlog(pool: Pool, count: int) -> None:
@@ -172,7 +180,8 @@ def test_sigterm_with_10000_pending_pods_exits_in_seconds_and_hands_over(phalanx
         print(f"{sum(1 for n in at_exit.values() if n < MEMBERS)} partly (the standby binds the rest)")
         assert exited < EXIT_SECONDS, leader.log()[-3000:]
         assert took_over < TAKEOVER_SECONDS
-        stop_lines(leader)
+        stopped = stop_lines(leader)
+        assert in_flight(stopped) > 0, f"nothing was in flight at SIGTERM, so the stop proved nothing: {stopped}"
 
         wait_for(lambda: len(bound_by_gang(pool)) == gangs, timeout=180, what="the standby to bind every gang")
         wait_for(lambda: set(bound_by_gang(pool).values()) == {MEMBERS}, timeout=60, what="every gang bound whole")

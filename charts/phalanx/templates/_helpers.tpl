@@ -38,7 +38,11 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{- /* No Phalanx image is published: the user builds one from the Dockerfile and names it. */}}
 {{- define "phalanx.image" -}}
+{{- if or (not .Values.image.repository) (eq .Values.image.repository "ghcr.io/phalanx-dev/phalanx") }}
+{{- fail (printf "image.repository is required (got %q): no Phalanx image is published. Build one from the repository's Dockerfile, push it where the cluster pulls from, and install with --set image.repository=REGISTRY/phalanx --set image.tag=TAG (README.md, Install on a cluster, step 1)" .Values.image.repository) }}
+{{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}

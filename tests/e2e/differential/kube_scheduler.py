@@ -6,6 +6,10 @@ roles). `KUBE_SCHEDULER_ARGS` gives it a configuration with one profile whose sc
 fuzz's pods use, so it never places another test's pod; the pool's taints keep everything else off the
 fuzz's nodes. With `--config`, kube-scheduler ignores the deprecated `--kubeconfig` flag `up.sh` passes,
 so the configuration names the kubeconfig itself.
+
+Its pod backoff is the suite's Phalanx's (`BACKOFF_SECONDS`, 1 s at most) instead of its default 1-10 s: a
+run is settled after `QUIET_SECONDS` without change, and a kube-scheduler retry due after that would be cut
+off, its pods counted unbound.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from tests.e2e.control_plane import KUBE, ControlPlane
-from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
+from tests.e2e.differential.live import BACKOFF_SECONDS, KUBE_SCHEDULER_NAME
 
 
 class KubeScheduler:
@@ -41,6 +45,8 @@ class KubeScheduler:
                     "kind": "KubeSchedulerConfiguration",
                     "clientConnection": {"kubeconfig": str(self.plane.dir / "scheduler.kubeconfig")},
                     "leaderElection": {"leaderElect": False},
+                    "podInitialBackoffSeconds": int(BACKOFF_SECONDS),
+                    "podMaxBackoffSeconds": int(BACKOFF_SECONDS),
                     "profiles": [{"schedulerName": KUBE_SCHEDULER_NAME}],
                 }
             )

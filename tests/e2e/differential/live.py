@@ -25,8 +25,10 @@ our gate from every member in one pass and tries them together. For kube-schedul
 created gated, then the gates are removed all at once, one request per member in parallel: as close
 to one arrival as the API allows from outside the scheduler.
 
-`settle` waits until every run has either bound all of its preemptor's pods or stayed unchanged for a
-while after its scheduler tried it.
+`settle` waits until every run has stayed unchanged for `QUIET_SECONDS` once its scheduler has either
+bound all of its preemptor's pods or tried them all. Unchanged covers the victims too (marked or gone), so
+a deletion sent after the last binding is counted; and the quiet period outlasts either scheduler's
+longest backoff (`BACKOFF_SECONDS`: kube-scheduler is given Phalanx's), so no run is cut off mid-retry.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol, TypeVar
 
 from tests.e2e.control_plane import Api, Json, Response, collection_path, wait_for
 from tests.e2e.differential.ranking import Outcome
@@ -55,8 +58,13 @@ LAST_START = "scheduling.phalanx.dev/last-start-timestamp"
 TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io"
 PROBE_LABEL = "differential.phalanx.dev/no-such-node"
 """A node label no node has: the probe `hand_over` creates is unschedulable wherever it goes."""
+BACKOFF_SECONDS = 1.0
+"""The longest pod backoff of both schedulers in the fuzz: Phalanx's `maxBackoffSeconds` in the suite's
+configuration (`Stack.scheduler_config`), kube-scheduler's `podMaxBackoffSeconds` (`kube_scheduler.py`)."""
 QUIET_SECONDS = 5.0
-"""How long a run must stay unchanged, once its scheduler tried the preemptor, to count as settled."""
+"""How long a run must stay unchanged, once its scheduler bound or tried the preemptor, to count as settled:
+several of either scheduler's longest backoff, so a retry still due is seen."""
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 _probes = itertools.count()
@@ -115,6 +123,12 @@ class Observation:
     """Per preemptor pod: nominated node and PodScheduled reason, so a preemption under way counts as change."""
     tried: bool
     """Every preemptor pod is bound or was found unschedulable by its scheduler."""
+    marked: frozenset[str] = frozenset()
+    """Running pods marked `DisruptionTarget` and not yet deleted: victims on their way, a change too."""
+
+    def acted(self, pods: int) -> bool:
+        """The scheduler bound all `pods` of the preemptor, or tried every one it did not bind."""
+        return len(self.bound) == pods or self.tried
 
 
 @dataclass(eq=False)
@@ -296,7 +310,13 @@ class Run:
             for p in self.scenario.running
             if p.name not in pods or pods[p.name]["metadata"].get("deletionTimestamp")
         )
-        return Observation(tuple(bound), preempted, tuple(progress), tried)
+        marked = frozenset(
+            p.name
+            for p in self.scenario.running
+            if p.name not in preempted
+            and any(c["type"] == DISRUPTION_TARGET for c in pods[p.name].get("status", {}).get("conditions", []))
+        )
+        return Observation(tuple(bound), preempted, tuple(progress), tried, marked)
 
     def outcome(self, observation: Observation) -> Outcome:
         index = {node: i for i, node in enumerate(self.pool.nodes)}
@@ -340,13 +360,28 @@ def _unschedulable(pod: Json) -> bool:
     return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
 
 
-def settle(runs: Iterable[Run], timeout: float = 120.0) -> dict[Run, Outcome]:
-    """Each run's outcome once all its preemptor's pods are bound, or nothing changed for QUIET_SECONDS
-    after its scheduler tried them all."""
+class Settling(Protocol):
+    """What `settle` watches: a `Run`, or anything else that observes a scenario's outcome."""
+
+    scenario: Scenario
+    flavour: str
+
+    def observe(self) -> Observation: ...
+
+    def outcome(self, observation: Observation) -> Outcome: ...
+
+
+R = TypeVar("R", bound=Settling)
+
+
+def settle(runs: Iterable[R], timeout: float = 120.0, quiet: float = QUIET_SECONDS) -> dict[R, Outcome]:
+    """Each run's outcome once nothing about it changed for `quiet` seconds (the preemptor's pods, their
+    nominations and reasons, the victims marked or gone) after its scheduler bound or tried every pod of
+    the preemptor. A run that binds everything waits too: a victim deleted after the last binding counts."""
     pending = list(runs)
-    last: dict[Run, Observation] = {}
-    since: dict[Run, float] = {}
-    done: dict[Run, Outcome] = {}
+    last: dict[R, Observation] = {}
+    since: dict[R, float] = {}
+    done: dict[R, Outcome] = {}
     deadline = time.monotonic() + timeout
     while pending:
         for run in list(pending):
@@ -354,8 +389,7 @@ def settle(runs: Iterable[Run], timeout: float = 120.0) -> dict[Run, Outcome]:
             now = time.monotonic()
             if last.get(run) != seen:
                 last[run], since[run] = seen, now
-            everything = len(seen.bound) == len(run.scenario.preemptor.names)
-            if everything or (seen.tried and now - since[run] >= QUIET_SECONDS):
+            if seen.acted(len(run.scenario.preemptor.names)) and now - since[run] >= quiet:
                 done[run] = run.outcome(seen)
                 pending.remove(run)
         if pending and time.monotonic() > deadline:

@@ -19,23 +19,18 @@ import threading
 from pathlib import Path
 
 import structlog
-import yaml
 
+from tests.chart.conftest import IMAGE_REPOSITORY
 from tests.e2e.control_plane import ROOT, Api
 from tests.e2e.podrunner.image import Registry, read_dockerfile
 from tests.e2e.podrunner.kubelet import Node, NodeSettings
 from tests.e2e.podrunner.network import claim, sweep
 
 
-def chart_image_repository() -> str:
-    values = yaml.safe_load((ROOT / "charts" / "phalanx" / "values.yaml").read_text())
-    return str(values["image"]["repository"])
-
-
 def settings(args: argparse.Namespace) -> NodeSettings:
     env = json.loads((Path(args.kube_dir) / "env.json").read_text())
     api = Api(env["KUBE_APISERVER_URL"], env["KUBE_ADMIN_TOKEN"], env["KUBE_CA_FILE"])
-    image = read_dockerfile(ROOT / "Dockerfile", chart_image_repository(), importlib.metadata.version("phalanx"))
+    image = read_dockerfile(ROOT / "Dockerfile", IMAGE_REPOSITORY, importlib.metadata.version("phalanx"))
     venv = Path(sys.prefix)
     return NodeSettings(
         name=args.node,
