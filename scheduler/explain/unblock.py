@@ -26,6 +26,7 @@ from scheduler.framework.feasibility import static_mask
 from scheduler.framework.reasons import PendingReason
 from scheduler.framework.snapshot_builder import build_snapshot
 from scheduler.plugins import static_filters
+from scheduler.plugins.inter_pod_affinity import AFFINITY
 from scheduler.plugins.preemption_toleration import format_instant
 from scheduler.preemption.decision import Decision, Outcome, Spared, SpareReason
 
@@ -196,6 +197,8 @@ def _nodes(
     said = fit_error.partition("nodes are available: ")[2].split(". ")[0].rstrip(".")
     if said and not said[0].isdigit():
         return [Unblock(f"no node can take it until the pod or the objects it names change: {said}")]
+    if AFFINITY in fit_error:
+        return [Unblock(f"a pod its required pod affinity matches must run first ({fit_error.rstrip('.')})")]
     return [Unblock(f"no node can take it ({fit_error.rstrip('.')}): {_nodes_text(unit, run, objects, config, now)}")]
 
 

@@ -292,3 +292,15 @@ def test_a_pod_and_a_podgroup_of_one_name_are_explained_apart(
     assert pod["forecast"]["bound"] == [{"pod": "default/train", "node": "n0"}]
     assert (group["unit"]["kind"], group["unit"]["reason"]) == ("PodGroup", "WaitingForGang")
     assert [m["pod"] for m in group["members"]] == ["default/train-0"]
+
+
+def test_a_pod_whose_affinity_needs_a_pod_that_does_not_run_is_told_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Adding nodes would not help a pod whose required affinity matches no running pod: `explain` says what would."""
+    web = make_pod("web").req(cpu="1").pod_affinity("kubernetes.io/hostname", app="db")
+    code, out, _ = explain(capsys, "pod", "web", "-f", dump(tmp_path, [make_node("n1").json(), web.json()]))
+    assert code == 0
+    assert "0/1 nodes are available: 1 node(s) didn't match pod affinity rules" in out
+    assert "a pod its required pod affinity matches must run first" in out
+    assert "add " not in out.partition("What would unblock it:")[2]
