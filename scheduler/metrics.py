@@ -77,8 +77,8 @@ class SchedulerMetrics:
         self.queue_retries = Counter(
             "phalanx_scheduler_queue_retries_total",
             "Parked units tried again, by the event that woke them (node, room, nomination, victim, terminating, "
-            "policy, group, pod, preempting) or the time that did (timer: a PostFilter's until; refused: a refused "
-            "write's backoff).",
+            "policy, storage, placed, namespace, group, pod, preempting) or the time that did (timer: a PostFilter's "
+            "until; refused: a refused write's backoff).",
             ["event"],
             registry=r,
         )

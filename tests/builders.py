@@ -17,9 +17,10 @@ import yaml
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import ANN_MIGRATED_PLUGINS, CSINode
 from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.persistent_volume import PersistentVolume
-from scheduler.api.persistent_volume_claim import ANN_BIND_COMPLETED, PersistentVolumeClaim
+from scheduler.api.persistent_volume_claim import ANN_BIND_COMPLETED, ANN_SELECTED_NODE, PersistentVolumeClaim
 from scheduler.api.pod import POD_GROUP_LABEL, QUEUE_LABEL, Pod
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClass
@@ -544,6 +545,23 @@ class ClaimWrapper(_Builder[PersistentVolumeClaim]):
         self.raw["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
         return self
 
+    def selected_node(self, node: str) -> Self:
+        """Annotated by a scheduler with the node its volume is to be provisioned on."""
+        self.raw["metadata"].setdefault("annotations", {})[ANN_SELECTED_NODE] = node
+        return self
+
+    def block(self) -> Self:
+        self.raw["spec"]["volumeMode"] = "Block"
+        return self
+
+    def selector(self, **labels: str) -> Self:
+        self.raw["spec"]["selector"] = {"matchLabels": labels}
+        return self
+
+    def uid(self, uid: str) -> Self:
+        self.raw["metadata"]["uid"] = uid
+        return self
+
 
 class VolumeWrapper(_Builder[PersistentVolume]):
     """A PersistentVolume of 1Gi, ReadWriteOnce, a local path, usable from any node."""
@@ -600,6 +618,28 @@ class VolumeWrapper(_Builder[PersistentVolume]):
         self.raw["status"]["phase"] = "Bound"
         return self
 
+    def prebound(self, claim: str, namespace: str = "default") -> Self:
+        """Its claimRef names the claim, which is not bound to it yet (still Available)."""
+        self.raw["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim}
+        return self
+
+    def size(self, storage: str) -> Self:
+        self.raw["spec"]["capacity"]["storage"] = storage
+        return self
+
+    def access(self, *modes: str) -> Self:
+        self.raw["spec"]["accessModes"] = list(modes)
+        return self
+
+    def block(self) -> Self:
+        self.raw["spec"]["volumeMode"] = "Block"
+        return self
+
+    def deleting(self) -> Self:
+        self.raw["metadata"]["deletionTimestamp"] = _ts(EPOCH)
+        self.raw["metadata"]["finalizers"] = ["kubernetes.io/pv-protection"]
+        return self
+
 
 class StorageClassWrapper(_Builder[StorageClass]):
     model = StorageClass
@@ -615,6 +655,12 @@ class StorageClassWrapper(_Builder[StorageClass]):
 
     def wait_for_first_consumer(self) -> Self:
         self.raw["volumeBindingMode"] = "WaitForFirstConsumer"
+        return self
+
+    def allowed_topology(self, key: str, *values: str) -> Self:
+        """Add a term of `allowedTopologies` (terms are ORed)."""
+        term = {"matchLabelExpressions": [{"key": key, "values": list(values)}]}
+        self.raw.setdefault("allowedTopologies", []).append(term)
         return self
 
     def default(self) -> Self:
@@ -661,3 +707,22 @@ def make_storage_class(name: str, provisioner: str = "kubernetes.io/no-provision
 
 def make_csi_node(node: str) -> CSINodeWrapper:
     return CSINodeWrapper(node)
+
+
+class NamespaceWrapper(_Builder[Namespace]):
+    model = Namespace
+
+    def __init__(self, name: str) -> None:
+        self.raw: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "creationTimestamp": _ts(EPOCH)},
+        }
+
+    def label(self, key: str, value: str) -> Self:
+        self.raw["metadata"].setdefault("labels", {})[key] = value
+        return self
+
+
+def make_namespace(name: str) -> NamespaceWrapper:
+    return NamespaceWrapper(name)

@@ -28,7 +28,7 @@ from scheduler.simulation.scenario import load_scenario
 LARGE_INPUT = 2_000
 """Inputs with at least this many objects show progress on stderr."""
 READ_FROM_A_CLUSTER = (
-    "nodes,pods,priorityclasses,poddisruptionbudgets,"
+    "nodes,namespaces,pods,priorityclasses,poddisruptionbudgets,"
     "persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,csidrivers,"
     "podgroups.scheduling.phalanx.dev,workloads.scheduling.phalanx.dev,queues.scheduling.phalanx.dev"
 )

@@ -3,8 +3,8 @@
 Credentials come from a kubeconfig as kubectl finds it (`--kubeconfig`, else `$KUBECONFIG`, else
 `~/.kube/config`; `--context`), or from the pod's service account when there is none. The kinds are the
 scheduler's informers' (pods, nodes, PriorityClasses, PodDisruptionBudgets, claims, volumes, StorageClasses,
-CSINodes, our PodGroups and Queues, native PodGroups where the server serves them), listed at once from a thread
-pool, each body decoded by orjson and pruned (`managedFields`, the kubelet's status) before our models read it,
+CSINodes, Namespaces, our PodGroups and Queues, native PodGroups where the server serves them), listed at once from a
+thread pool, each body decoded by orjson and pruned (`managedFields`, the kubelet's status) before our models read it,
 as the informers do; the garbage collector is kept out of the way while tens of thousands of objects are built.
 The scheduler's own configuration is read from its ConfigMap (`--scheduler-config NAMESPACE/NAME`, the chart's by
 default): the schedulerName, gate, scoring and min-runtime defaults the live scheduler decides with.
@@ -39,6 +39,7 @@ from phalanx.kubectl.errors import KubectlError
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSINode
 from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume import PersistentVolume
@@ -65,6 +66,7 @@ ROUTES = SimpleNamespace(
     list_persistent_volume="/api/v1/persistentvolumes",
     list_storage_class="/apis/storage.k8s.io/v1/storageclasses",
     list_csi_node="/apis/storage.k8s.io/v1/csinodes",
+    list_namespace="/api/v1/namespaces",
     list_cluster_custom_object="/apis/{group}/{version}/{plural}",
     get_api_resources="/apis/{group}/{version}",
     read_namespace="/api/v1/namespaces/{name}",
@@ -209,6 +211,7 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         "persistentvolumes": lambda: connection.get(ROUTES.list_persistent_volume),
         "storageclasses": lambda: connection.get(ROUTES.list_storage_class),
         "csinodes": lambda: connection.get(ROUTES.list_csi_node),
+        "namespaces": lambda: connection.get(ROUTES.list_namespace),
         "podgroups": ours("podgroups"),
         "queues": ours("queues"),
         "native-podgroups": native,
@@ -231,6 +234,7 @@ def read_cluster(connection: Connection) -> ClusterObjects:
             persistent_volumes=_items(bodies["persistentvolumes"], "persistentvolumes", PersistentVolume),
             storage_classes=_items(bodies["storageclasses"], "storageclasses", StorageClass),
             csi_nodes=_items(bodies["csinodes"], "csinodes", CSINode),
+            namespaces=_items(bodies["namespaces"], "namespaces", Namespace),
         )
 
 

@@ -3,6 +3,7 @@
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSIDriver, CSINode
 from scheduler.api.meta import ApiModel, Condition, LabelSelector, ObjectMeta
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node, Taint
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume import PersistentVolume
@@ -22,6 +23,7 @@ __all__ = [
     "CSINode",
     "Condition",
     "LabelSelector",
+    "Namespace",
     "Node",
     "ObjectMeta",
     "PersistentVolume",

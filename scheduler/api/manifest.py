@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSIDriver, CSINode
 from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume import PersistentVolume
@@ -32,6 +33,7 @@ from scheduler.api.workload import Workload
 KINDS: dict[tuple[str, str], type[ApiModel]] = {
     ("v1", "Pod"): Pod,
     ("v1", "Node"): Node,
+    ("v1", "Namespace"): Namespace,
     ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
     ("policy/v1", "PodDisruptionBudget"): PodDisruptionBudget,
     (API_VERSION, "PodGroup"): PodGroup,
@@ -50,7 +52,7 @@ KINDS: dict[tuple[str, str], type[ApiModel]] = {
 # Kinds `kubectl get all -o yaml` emits that play no part in scheduling: skipped, not errors.
 IGNORED_KINDS = frozenset(
     {
-        "Namespace", "Service", "Endpoints", "EndpointSlice", "ConfigMap", "Secret", "ServiceAccount",
+        "Service", "Endpoints", "EndpointSlice", "ConfigMap", "Secret", "ServiceAccount",
         "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "Event",
         "ReplicationController", "Lease",
     }

@@ -7,12 +7,21 @@ are named in `MIGRATED_SOURCES`, with the CSI driver each is counted against.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from pydantic import Field
 
 from scheduler.api.meta import ApiModel, ObjectMeta
-from scheduler.api.persistent_volume_claim import ANN_STORAGE_CLASS
+from scheduler.api.persistent_volume_claim import (
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_STORAGE_CLASS,
+    STORAGE,
+    PersistentVolumeClaim,
+)
 from scheduler.api.pod import NodeSelector
-from scheduler.api.quantity import QuantityMap
+from scheduler.api.quantity import QuantityMap, parse_quantity
+
+AVAILABLE = "Available"
 
 MIGRATED_SOURCES: dict[str, str] = {
     "awsElasticBlockStore": "ebs.csi.aws.com",
@@ -27,10 +36,12 @@ MIGRATED_SOURCES: dict[str, str] = {
 
 
 class ObjectReference(ApiModel):
+    api_version: str | None = None
     kind: str | None = None
     namespace: str | None = None
     name: str | None = None
     uid: str | None = None
+    resource_version: str | None = None
 
 
 class VolumeNodeAffinity(ApiModel):
@@ -51,6 +62,7 @@ class PersistentVolumeSpec(ApiModel):
     node_affinity: VolumeNodeAffinity | None = None
     csi: CSIPersistentVolumeSource | None = None
     volume_mode: str | None = None
+    volume_attributes_class_name: str | None = None
 
 
 class PersistentVolumeStatus(ApiModel):
@@ -71,7 +83,67 @@ class PersistentVolume(ApiModel):
             return annotated
         return self.spec.storage_class_name or ""
 
+    @property
+    def capacity(self) -> Fraction:
+        """`spec.capacity.storage`, exact (0 when unset)."""
+        value = self.spec.capacity.get(STORAGE)
+        return parse_quantity(value) if value is not None else Fraction(0)
+
+    @property
+    def available(self) -> bool:
+        """Phase Available: free for any claim. A hand-written volume that says no phase and names no claim is
+        taken to be, as the PV controller would make it on a cluster (none runs in the simulator)."""
+        phase = self.status.phase
+        return phase == AVAILABLE or (phase is None and self.spec.claim_ref is None)
+
+    def bound_to(self, claim: PersistentVolumeClaim) -> bool:
+        """`IsVolumeBoundToClaim`: its claimRef names the claim (and its uid, when it says one): bound, or pre-bound
+        by a user or a scheduler."""
+        ref = self.spec.claim_ref
+        if ref is None or ref.name != claim.metadata.name:
+            return False
+        if (ref.namespace or "default") != (claim.metadata.namespace or "default"):
+            return False
+        return not ref.uid or ref.uid == claim.metadata.uid
+
     def migrated_source(self) -> str | None:
         """The in-tree source this volume uses that kube-scheduler counts through CSI migration, if any."""
         extra = self.spec.model_extra or {}
         return next((name for name in MIGRATED_SOURCES if extra.get(name) is not None), None)
+
+
+def claim_reference(claim: PersistentVolumeClaim) -> ObjectReference:
+    """A volume's claimRef to `claim`, as `reference.GetReference` makes it (its uid and resourceVersion too)."""
+    meta = claim.metadata
+    return ObjectReference(
+        api_version="v1",
+        kind="PersistentVolumeClaim",
+        namespace=meta.namespace or "default",
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resource_version,
+    )
+
+
+def bound_to_claim(volume: PersistentVolume, claim: PersistentVolumeClaim) -> PersistentVolume:
+    """`volume` bound to `claim` as a scheduler binds it (`GetBindVolumeToClaim`): its claimRef names the claim, and
+    `pv.kubernetes.io/bound-by-controller` says the binding is not the user's, unless the user had made it. The
+    same object when it already is."""
+    ref = volume.spec.claim_ref
+    meta = claim.metadata
+    same = (
+        ref is not None
+        and ref.name == meta.name
+        and (ref.namespace or "default") == (meta.namespace or "default")
+        and (ref.uid or None) == (meta.uid or None)
+    )
+    annotate = not volume.bound_to(claim) and ANN_BOUND_BY_CONTROLLER not in volume.metadata.annotations
+    if same and not annotate:
+        return volume
+    changes: dict[str, object] = {}
+    if not same:
+        changes["spec"] = volume.spec.model_copy(update={"claim_ref": claim_reference(claim)})
+    if annotate:
+        annotations = {**volume.metadata.annotations, ANN_BOUND_BY_CONTROLLER: "yes"}
+        changes["metadata"] = volume.metadata.model_copy(update={"annotations": annotations})
+    return volume.model_copy(update=changes)

@@ -13,6 +13,8 @@ from scheduler.api.meta import ApiModel, ObjectMeta
 
 IMMEDIATE = "Immediate"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+"""The provisioner of a class whose volumes are only ever made by hand (local volumes, say)."""
 ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 
 
@@ -40,3 +42,8 @@ class StorageClass(ApiModel):
     @property
     def waits_for_first_consumer(self) -> bool:
         return self.volume_binding_mode == WAIT_FOR_FIRST_CONSUMER
+
+    @property
+    def provisions(self) -> bool:
+        """A claim of the class can be provisioned a volume: it names a provisioner, and not the one that says no."""
+        return self.provisioner not in ("", NO_PROVISIONER)

@@ -120,6 +120,7 @@ def dry_run(
         storage_classes=dict(objects.storage_classes),
         csi_nodes=dict(objects.csi_nodes),
         csi_drivers=dict(objects.csi_drivers),
+        namespaces=dict(objects.namespaces),
     )
     watch = _Watch(unit, members, needed, now)
     run = simulate(

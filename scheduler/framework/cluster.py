@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from scheduler.api.csi import CSIDriver, CSINode
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume import PersistentVolume
@@ -31,6 +32,7 @@ from scheduler.api.queue import Queue
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
 from scheduler.framework.ledger import Ledger
+from scheduler.framework.storage import PodVolumes
 from scheduler.framework.unit_key import group_unit
 
 
@@ -59,6 +61,8 @@ class ClusterObjects:
     csi_drivers: dict[str, CSIDriver] = field(default_factory=dict)
     """Read from input only (`phalanx simulate`, `explain -f`): no plugin reads a CSIDriver yet, so the Kubernetes
     back end does not watch them (see `storage_table`)."""
+    namespaces: dict[str, Namespace] = field(default_factory=dict)
+    """By name: a pod affinity term's `namespaceSelector` selects namespaces by their labels."""
     victims_in_flight: dict[str, str] = field(default_factory=dict)
     """Pods this scheduler asked to delete whose deletion its view of the cluster does not show yet (the kube
     back end: the watch has not delivered it), each with the unit it was deleted for (its preemptor, which
@@ -121,6 +125,13 @@ class Cluster(Protocol):
 
     def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
         """POST pods/binding. A pod already bound stays where it is, and the view shows it there."""
+
+    def bind_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes, unit: str | None = None) -> None:
+        """PreBind (kube-scheduler's `BindPodVolumes`): each claim of `volumes.bindings` bound to its volume (the
+        volume's claimRef, guarded by the resourceVersion the pass saw), each claim of `volumes.provisions`
+        annotated `volume.kubernetes.io/selected-node: <node_name>`, then wait until the PV controller (and the
+        provisioner) bound them all. The pod's Binding, made next, is sent only once this went through; a write
+        refused, a binding undone or not done in time refuses both (the pod is pending again)."""
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Remove one gate (ours), guarded so a concurrent change to the gates is not lost."""

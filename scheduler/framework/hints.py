@@ -23,8 +23,13 @@ the events below. Each wakes only the parked units it could help:
   created or bound, a volume's labels, a node's attach limit): every unit, as any node change.
 - `placed`: a pod newly placed on some node: units whose pods have pod affinity or topology spread constraints
   (it may be the pod their affinity needs, or raise the least loaded domain), whatever their priority.
+- `namespace`: a Namespace added, removed or relabelled: units whose pods have pod affinity or anti-affinity (a
+  term's namespaceSelector may select other namespaces now) and units with a pod in that namespace (a running
+  pod's term may select it, or no longer), whatever their priority. kube-scheduler registers no Namespace event
+  and leaves such pods to its periodic flush of the unschedulable pods, which Phalanx does not have.
 - A unit no node could take whatever was removed (UnschedulableAndUnresolvable: larger than every node, say)
-  sleeps through everything but `node`, `storage`, `placed` (when constrained) and its own `group` and `pod`.
+  sleeps through everything but `node`, `storage`, `placed` (when constrained), `namespace` (as above) and its
+  own `group` and `pod`.
 - `group`: the unit's own PodGroup so changed; `pod`: its own pods (a member added or gone, another spec,
   labels, requests or priority). The queue finds these two per unit (`SchedulingQueue.pop_order`).
 
@@ -44,6 +49,7 @@ from dataclasses import dataclass, field
 
 from scheduler.api.node import Node
 from scheduler.api.pod_group import PodGroup
+from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import IntArray, Snapshot, changed_rows
 
@@ -71,6 +77,8 @@ class Sighting:
     """Pods placed since the snapshot was built, and where: their nominations are not dropped."""
     storage: tuple[tuple[object, ...], ...] = ()
     """The storage objects (`Storage.sighting`)."""
+    namespaces: Namespaces = field(default_factory=Namespaces)
+    """The namespaces' labels (`Snapshot.namespaces`): the same object while none changed."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, placed: Iterable[PodInfo] = ()) -> Sighting:
@@ -91,6 +99,7 @@ class Sighting:
             groups=dict(snapshot.groups),
             placed=where,
             storage=snapshot.storage.sighting(),
+            namespaces=snapshot.namespaces,
         )
 
 
@@ -113,6 +122,8 @@ class Changes:
     """PodGroups added, removed or changed (spec, labels, annotations)."""
     storage: bool = False
     """A claim, volume, StorageClass or CSINode added, removed or changed."""
+    namespaces: set[str] = field(default_factory=set)
+    """The namespaces added, removed or relabelled."""
 
 
 def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None = None) -> Changes:
@@ -154,6 +165,10 @@ def changes(before: Sighting, after: Sighting, placed: Iterable[PodInfo] | None 
         _changed(a, b) for a, b in zip(before.storage, after.storage, strict=True)
     ):
         found.any = found.storage = True
+    if before.namespaces is not after.namespaces:
+        was, now = before.namespaces.labels, after.namespaces.labels
+        found.namespaces = {name for name in was.keys() | now.keys() if was.get(name) != now.get(name)}
+        found.any = found.any or bool(found.namespaces)
     return found
 
 

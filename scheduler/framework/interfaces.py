@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from scheduler.api.meta import ApiModel
+from scheduler.framework.cluster import Cluster
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, Snapshot
@@ -52,6 +55,13 @@ class PreEnqueuePlugin(Plugin, Protocol):
     def pre_enqueue(self, pod: PodInfo, snapshot: Snapshot) -> Status: ...
 
 
+class Skipping(Protocol):
+    """A per-node filter or score that may have nothing to say about a pod (upstream's PreFilter or PreScore
+    returning Skip): the placement memo then never asks it about that pod's shape."""
+
+    def skips(self, pod: PodInfo) -> bool: ...
+
+
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict: ...
 
@@ -85,6 +95,23 @@ class PreemptionTerms:
 
     masks: BoolArray | None = None
     exclusions: tuple[Exclusion, ...] = ()
+
+
+def as_it_stands(
+    verdict: Callable[[CycleState, PodInfo, Snapshot], NodeVerdict | None],
+    state: CycleState,
+    members: Sequence[PodInfo],
+    snapshot: Snapshot,
+) -> PreemptionTerms:
+    """The members' masks from a filter's verdict now: for a constraint removing pods never changes (a volume's zone)
+    or that preemption takes as it stands (topology spread)."""
+    rows = len(snapshot.running)
+    verdicts = [verdict(state, m, snapshot) for m in members]
+    if all(v is None for v in verdicts):
+        return PreemptionTerms()
+    return PreemptionTerms(
+        masks=np.array([v.feasible if v is not None else np.ones(rows, dtype=np.bool_) for v in verdicts])
+    )
 
 
 class PreemptionConstraint(Plugin, Protocol):
@@ -122,6 +149,27 @@ class PodScorePlugin(Plugin, Protocol):
         """Normalised scores 0..100 for every node as a float numpy array (entries of infeasible nodes ignored),
         or None when every feasible node scores the same, so most pods pay nothing."""
         ...
+
+
+class ReservePlugin(Plugin, Protocol):
+    """Holds what a pod placed in the pass takes beyond its node's resources, until the pass ends (kube-scheduler's
+    Reserve): the volumes VolumeBinding chose for its claims, which no pod placed later may be given. `unreserve`
+    gives them back when the placement is undone (a gang that could not place `minCount` members). The runner
+    reserves right after it assumes a pod on a node; a reservation that fails undoes the placement, and that pod
+    fails with the Status."""
+
+    def reserve(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, row: int) -> None: ...
+
+
+class PreBindPlugin(Plugin, Protocol):
+    """Writes what must hold before a pod's Binding (kube-scheduler's PreBind): VolumeBinding's claims bound to their
+    volumes. Called only when the unit binds, for each pod just before its Binding, with the unit the writes are
+    for; the back end sends that Binding only once these writes went through (a refused write is `WriteRefused`
+    here, or a refusal in the back end's ledger, and the Binding is not sent)."""
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, cluster: Cluster, unit: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

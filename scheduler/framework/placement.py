@@ -10,7 +10,7 @@ plus one argmax per pod. Results are identical to recomputing everything.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import combine, pod_shape, static_mask
-from scheduler.framework.interfaces import NodeVerdict
+from scheduler.framework.interfaces import FilterPlugin, NodeVerdict, ScorePlugin
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.profile import Profile
 from scheduler.framework.snapshot import BoolArray, Snapshot
@@ -35,6 +35,16 @@ class _Entry:
     feasible: BoolArray
     ranked: FloatArray
     seen: int
+    filters: tuple[FilterPlugin, ...]
+    scores: tuple[ScorePlugin, ...]
+    """The per-node filters and scores that have something to say about this shape (`skipped`)."""
+
+
+def skipped(plugin: object, pod: PodInfo) -> bool:
+    """Whether a plugin has nothing to say about `pod` (upstream's PreFilter or PreScore returning Skip: a pod
+    without host ports to NodePorts, without volumes to the volume filters): it is not asked on any row."""
+    skips = getattr(plugin, "skips", None)  # not isinstance: a runtime Protocol check costs microseconds
+    return skips is not None and bool(skips(pod))
 
 
 class PlacementMemo:
@@ -90,24 +100,29 @@ class PlacementMemo:
                 ranked = ranked + plugin.weight * np.asarray(scores, dtype=np.float64)
         return int(np.argmax(ranked))
 
-    def _scores(self, pod: PodInfo, state: CycleState, snapshot: Snapshot, feasible: BoolArray) -> FloatArray:
+    def _scores(
+        self, pod: PodInfo, state: CycleState, snapshot: Snapshot, feasible: BoolArray, plugins: Sequence[ScorePlugin]
+    ) -> FloatArray:
         total = np.zeros(len(feasible), dtype=np.float64)
-        for plugin in self.profile.scores:
+        for plugin in plugins:
             total += plugin.weight * np.asarray(plugin.score(state, pod, snapshot, feasible), dtype=np.float64)
         return np.where(feasible, total, -np.inf)
 
     def _full(self, pod: PodInfo, state: CycleState) -> _Entry:
         static = static_mask(pod, self.snapshot, self.profile.static_filters, state).feasible
+        filters = tuple(f for f in self.profile.filters if not skipped(f, pod))
+        scores = tuple(s for s in self.profile.scores if not skipped(s, pod))
         feasible = static.copy()
-        for plugin in self.profile.filters:
+        for plugin in filters:
             feasible &= plugin.filter(state, pod, self.snapshot).feasible
-        return _Entry(static, feasible, self._scores(pod, state, self.snapshot, feasible), len(self._changes))
+        ranked = self._scores(pod, state, self.snapshot, feasible, scores)
+        return _Entry(static, feasible, ranked, len(self._changes), filters, scores)
 
     def _update(self, entry: _Entry, pod: PodInfo, state: CycleState, rows: npt.NDArray[np.int64]) -> None:
         part = self.snapshot.only_rows(rows)
         feasible = entry.static[rows]
-        for plugin in self.profile.filters:
+        for plugin in entry.filters:
             feasible &= plugin.filter(state, pod, part).feasible
         entry.feasible[rows] = feasible
-        entry.ranked[rows] = self._scores(pod, state, part, feasible)
+        entry.ranked[rows] = self._scores(pod, state, part, feasible, entry.scores)
         entry.seen = len(self._changes)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.snapshot import IntArray, Snapshot
+from scheduler.framework.snapshot import IntArray, RowsSeen, Snapshot
 
 KEPT_COUNTS = 512
 """Counts kept from pass to pass; past this, the oldest is dropped (each is one int64 per node)."""
@@ -25,9 +25,9 @@ KEPT_COUNTS = 512
 
 @dataclass(slots=True)
 class Counted:
-    """Per node row, the keys of the pods a rule accepts (`keys`) and how many (`counts`), at row `versions`."""
+    """Per node row, the keys of the pods a rule accepts (`keys`) and how many (`counts`), as of `seen`."""
 
-    versions: IntArray
+    seen: RowsSeen
     counts: IntArray
     keys: list[tuple[str, ...]]
 
@@ -40,21 +40,19 @@ def counted(snapshot: Snapshot, key: Hashable, accepts: Callable[[PodInfo], bool
     versions = snapshot.versions
     kept = store.get(slot)
     running = snapshot.running
-    if not isinstance(kept, Counted) or len(kept.versions) != len(versions):
+    if not isinstance(kept, Counted) or len(kept.seen.versions) != len(versions):
         keys = [tuple(p.key for p in row if accepts(p)) for row in running]
-        kept = Counted(versions.copy(), np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), keys)
+        seen = RowsSeen(versions.copy(), snapshot.row_log, len(snapshot.row_log))
+        kept = Counted(seen, np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), keys)
         store.pop(slot, None)
         if len(store) >= KEPT_COUNTS:
             del store[next(iter(store))]
         store[slot] = kept
         return kept
-    rows = np.flatnonzero(kept.versions != versions)
-    if len(rows):
-        for row in rows.tolist():
-            found = tuple(p.key for p in running[row] if accepts(p))
-            kept.keys[row] = found
-            kept.counts[row] = len(found)
-        kept.versions[rows] = versions[rows]
+    for row in kept.seen.changed(snapshot):
+        found = tuple(p.key for p in running[row] if accepts(p))
+        kept.keys[row] = found
+        kept.counts[row] = len(found)
     return kept
 
 

@@ -3,8 +3,10 @@
 A `PodTerm` is a label selector over pods, the namespaces it looks in and the node label that makes a topology
 domain, resolved as kube-scheduler resolves them (`framework/types.go` `newAffinityTerm`, and the
 `matchLabelKeys`/`mismatchLabelKeys` merge of KEP-3633 and KEP-3243, which the API server also makes at create
-time: merging again is harmless). Being hashable, a term keys the per-node counts of the pods it matches
-(`pod_counts.py`), so 10,000 replicas of one Deployment share one count.
+time: merging again is harmless). A `namespaceSelector` is resolved into the namespaces whose labels it matches
+(`namespaces.py`), as kube-scheduler resolves the incoming pod's. Being hashable, a term keys the per-node counts
+of the pods it matches (`pod_counts.py`), so 10,000 replicas of one Deployment share one count; a namespace
+relabelled makes the terms that select by labels new terms, counted afresh.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 from scheduler.api.meta import LabelSelector
 from scheduler.api.pod import Pod, PodAffinityTerm
+from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo
 
 Requirement = tuple[str, str, tuple[str, ...]]
@@ -89,42 +92,54 @@ class PodTerm:
     namespaces: frozenset[str] | None
     selector: Selector
     topology_key: str
+    unlisted: frozenset[str] | None = None
+    """When a `namespaceSelector` matches a namespace without labels: the namespaces that have a Namespace object,
+    and every other namespace is in the term too (one without an object has no labels)."""
 
     def matches(self, info: PodInfo) -> bool:
-        return (self.namespaces is None or info.namespace in self.namespaces) and self.selector.matches(info.labels)
+        namespaces = self.namespaces
+        return (
+            namespaces is None
+            or info.namespace in namespaces
+            or (self.unlisted is not None and info.namespace not in self.unlisted)
+        ) and self.selector.matches(info.labels)
 
 
-def term_of(owner: Pod, term: PodAffinityTerm) -> PodTerm:
-    """A pod's affinity term resolved against the pod that holds it: no `namespaces` and no
-    `namespaceSelector` means the owner's namespace; an empty `namespaceSelector` means every namespace.
-
-    A non-empty `namespaceSelector` selects namespaces by their labels, which the scheduler does not read; it is
-    taken as every namespace here (the strictest reading for a running pod's anti-affinity), and a pending pod
-    that uses one is refused by `UnsupportedFields` before this is asked.
-    """
-    namespaces: frozenset[str] | None
+def term_of(owner: Pod, term: PodAffinityTerm, namespaces: Namespaces) -> PodTerm:
+    """A pod's affinity term resolved against the pod that holds it and the cluster's `namespaces`: no
+    `namespaces` and no `namespaceSelector` means the owner's namespace; an empty `namespaceSelector` means every
+    namespace; a non-empty one adds to `namespaces` those whose labels it matches (upstream's
+    `GetNamespacesFromPodAffinityTerm` and `mergeAffinityTermNamespacesIfNotEmpty`)."""
+    listed: frozenset[str] | None
+    unlisted: frozenset[str] | None = None
     if term.namespace_selector is not None:
-        namespaces = None
+        by_labels = selector_of(term.namespace_selector)
+        if by_labels.requirements:
+            listed = frozenset(term.namespaces) | namespaces.selected(by_labels)
+            if by_labels.matches({}):
+                unlisted = namespaces.names
+        else:
+            listed = None
     elif term.namespaces:
-        namespaces = frozenset(term.namespaces)
+        listed = frozenset(term.namespaces)
     else:
-        namespaces = frozenset({owner.metadata.namespace or "default"})
+        listed = frozenset({owner.metadata.namespace or "default"})
     selector = selector_of(term.label_selector, owner.metadata.labels, term.match_label_keys, term.mismatch_label_keys)
-    return PodTerm(namespaces, selector, term.topology_key)
+    return PodTerm(listed, selector, term.topology_key, unlisted)
 
 
-def required_affinity(pod: Pod) -> tuple[PodTerm, ...]:
+def required_affinity(pod: Pod, namespaces: Namespaces) -> tuple[PodTerm, ...]:
     affinity = pod.spec.affinity
     rules = affinity.pod_affinity if affinity else None
     terms = rules.required_during_scheduling_ignored_during_execution if rules else []
-    return tuple(term_of(pod, t) for t in terms)
+    return tuple(term_of(pod, t, namespaces) for t in terms)
 
 
-def required_anti_affinity(pod: Pod) -> tuple[PodTerm, ...]:
+def required_anti_affinity(pod: Pod, namespaces: Namespaces) -> tuple[PodTerm, ...]:
     affinity = pod.spec.affinity
     rules = affinity.pod_anti_affinity if affinity else None
     terms = rules.required_during_scheduling_ignored_during_execution if rules else []
-    return tuple(term_of(pod, t) for t in terms)
+    return tuple(term_of(pod, t, namespaces) for t in terms)
 
 
 HeldTerm = tuple[int, PodTerm]
@@ -135,7 +150,7 @@ a required anti-affinity term is 0 (a filter, not a score), a required affinity 
 HARD_POD_AFFINITY_WEIGHT = 1
 
 
-def held_terms(pod: Pod) -> tuple[HeldTerm, ...]:
+def held_terms(pod: Pod, namespaces: Namespaces) -> tuple[HeldTerm, ...]:
     """Every term of `pod` that matters to the pods scheduled after it (InterPodAffinity's existing-pod side)."""
     affinity = pod.spec.affinity
     if affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None):
@@ -143,24 +158,24 @@ def held_terms(pod: Pod) -> tuple[HeldTerm, ...]:
     held: list[HeldTerm] = []
     together, apart = affinity.pod_affinity, affinity.pod_anti_affinity
     if apart is not None:
-        held += [(0, term_of(pod, t)) for t in apart.required_during_scheduling_ignored_during_execution]
+        held += [(0, term_of(pod, t, namespaces)) for t in apart.required_during_scheduling_ignored_during_execution]
         held += [
-            (-w.weight, term_of(pod, w.pod_affinity_term))
+            (-w.weight, term_of(pod, w.pod_affinity_term, namespaces))
             for w in apart.preferred_during_scheduling_ignored_during_execution
         ]
     if together is not None:
         held += [
-            (HARD_POD_AFFINITY_WEIGHT, term_of(pod, t))
+            (HARD_POD_AFFINITY_WEIGHT, term_of(pod, t, namespaces))
             for t in together.required_during_scheduling_ignored_during_execution
         ]
         held += [
-            (w.weight, term_of(pod, w.pod_affinity_term))
+            (w.weight, term_of(pod, w.pod_affinity_term, namespaces))
             for w in together.preferred_during_scheduling_ignored_during_execution
         ]
     return tuple(held)
 
 
-def preferred_terms(pod: Pod) -> tuple[tuple[int, PodTerm], ...]:
+def preferred_terms(pod: Pod, namespaces: Namespaces) -> tuple[tuple[int, PodTerm], ...]:
     """The pod's own preferred terms with their signed weights (anti-affinity negative)."""
     affinity = pod.spec.affinity
     if affinity is None:
@@ -169,7 +184,7 @@ def preferred_terms(pod: Pod) -> tuple[tuple[int, PodTerm], ...]:
     for sign, rules in ((1, affinity.pod_affinity), (-1, affinity.pod_anti_affinity)):
         if rules is not None:
             out += [
-                (sign * w.weight, term_of(pod, w.pod_affinity_term))
+                (sign * w.weight, term_of(pod, w.pod_affinity_term, namespaces))
                 for w in rules.preferred_during_scheduling_ignored_during_execution
             ]
     return tuple(out)

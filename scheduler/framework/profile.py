@@ -11,7 +11,9 @@ from scheduler.framework.interfaces import (
     PodConstraintFilter,
     PodScorePlugin,
     PostFilterPlugin,
+    PreBindPlugin,
     PreEnqueuePlugin,
+    ReservePlugin,
     ScenarioValidator,
     ScorePlugin,
     SnapshotHook,
@@ -38,3 +40,7 @@ class Profile:
     pod_constraints: Sequence[PodConstraintFilter] = ()
     pod_scores: Sequence[PodScorePlugin] = ()
     """Scores normalised over the feasible nodes, or read from other nodes' pods: asked afresh for each pod."""
+    reserves: Sequence[ReservePlugin] = ()
+    """Told of each pod placed in the pass (and of each placement undone), in order."""
+    pre_binds: Sequence[PreBindPlugin] = ()
+    """Asked to write what a pod needs before its Binding, in order."""

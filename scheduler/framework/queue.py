@@ -181,11 +181,17 @@ class SchedulingQueue:
         placed = found.victim is not None
         if not wakes and placed and self._constrained:
             wakes = True
+        relabelled = found.namespaces
+        wakes = wakes or bool(relabelled and self._parked)
         for key, parked in self._parked.items() if wakes else ():
             if parked.woken_by is not None:
                 continue
             if parked.constrained and placed:
                 parked.woken_by = "placed"
+                self._awake.add(key)
+                continue
+            if relabelled and any(m.pod_affinity or m.namespace in relabelled for m in parked.members):
+                parked.woken_by = "namespace"
                 self._awake.add(key)
                 continue
             if parked.unresolvable and event not in ("node", "storage"):

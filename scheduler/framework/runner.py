@@ -3,10 +3,12 @@
 A pass: read the cluster, remove our gang gate from gangs that became ready, build a Snapshot, run
 PreEnqueue on the pending pods that changed (the others' answers are kept from pass to pass:
 `pending.py`), then pop units (a lone pod, or every pending member of a PodGroup) in priority order and
-place each one on the snapshot (static mask cached per pod shape, resource fit, score). A gang binds
-only if at least `minCount` members are placed, else its trial placements are rolled back. A unit
-that does not fit runs the PostFilter plugins, for the members still pending (never one bound in this
-pass); a proposal with victims or nominations is handed to the actuator. Time comes only from
+place each one on the snapshot (static mask cached per pod shape, resource fit, score), reserving what it
+takes beyond its node's resources (Reserve: the volumes chosen for its claims). A gang binds only if at least
+`minCount` members are placed, else its trial placements and their reservations are rolled back, so a gang
+that cannot be placed whole writes nothing; each pod bound gets its PreBind writes (its volumes) just before
+its Binding. A unit that does not fit runs the PostFilter plugins, for the members still pending (never one
+bound in this pass); a proposal with victims or nominations is handed to the actuator. Time comes only from
 `cluster.now()`, so the same code runs on the simulator's clock.
 
 Each unit's reason is said once (`reasons.py`): when it changes, the runner logs it, writes it in the
@@ -53,7 +55,7 @@ from scheduler.framework.cluster import (
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.feasibility import describe
 from scheduler.framework.hints import Sighting
-from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult
+from scheduler.framework.interfaces import ConfigurationWarning, NodeVerdict, PostFilterResult, ReservePlugin
 from scheduler.framework.ledger import Refusal
 from scheduler.framework.pending import Pending, PendingPods
 from scheduler.framework.placement import PlacementMemo
@@ -461,9 +463,7 @@ class Scheduler:
         needed = unit.min_count if unit.group is not None and unit.group.is_gang else already + len(unit.members)
         fitted = len(trial) + already
         if unit.group is not None and unit.group.is_gang and len(trial) + already < unit.min_count:
-            for pod, row in trial:
-                snapshot.forget(pod, row)
-                memo.changed(row)
+            self._undo(trial, memo, state)
             gang = f"gang {unit.group.key} needs {unit.min_count} members, {len(trial) + already} can be placed"
             held_back = len(snapshot.members.get(unit.group.key, ())) - already - len(unit.members)
             gang += f" ({held_back} held back by scheduling gates)." if held_back > 0 else "."
@@ -483,7 +483,7 @@ class Scheduler:
             trial = []
         report.attempts[unit.key] = Attempt(fitted, needed, fit_error, len(trial))
         for pod, row in trial:
-            self._bind(pod, row, unit.key, snapshot, report, placed)
+            self._bind(pod, row, unit.key, state, snapshot, report, placed)
         if unit.group is not None and trial and already < unit.min_count:
             # The group just started running: min-runtime counts from here (docs/DESIGN.md, API: Min-runtime).
             self.cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
@@ -539,9 +539,7 @@ class Scheduler:
             trial, failures = self._place_held(sparing, memo, state)
             if len(trial) + self._bound_members(unit.group, snapshot) >= unit.min_count:
                 return sparing, trial, failures
-            for pod, row in trial:
-                snapshot.forget(pod, row)
-                memo.changed(row)
+            self._undo(trial, memo, state)
             if self._would_preempt(sparing, snapshot, state, failures):
                 return sparing, *self._place_held(sparing, memo, state)
         return unit, *self._place_held(unit, memo, state)
@@ -608,8 +606,40 @@ class Scheduler:
                 continue
             snapshot.assume(member, row)
             memo.changed(row)
+            status = self._reserve(member, row, snapshot, state)
+            if not status.is_success:
+                snapshot.forget(member, row)
+                memo.changed(row)
+                failures[member.key] = (status, None)
+                continue
             trial.append((member, row))
         return trial, failures
+
+    def _reserve(self, pod: PodInfo, row: int, snapshot: Snapshot, state: CycleState) -> Status:
+        """Run the Reserve plugins for a pod just placed on `row`; on a failure, those that reserved are undone (in
+        reverse), and the Status names the plugin."""
+        done: list[ReservePlugin] = []
+        for plugin in self.profile.reserves:
+            try:
+                status = plugin.reserve(state, pod, snapshot, row)
+            except Exception as err:  # a plugin bug fails this pod only
+                log.error("reserve failed", plugin=plugin.name, pod=pod.key, error=repr(err))
+                status = error(f"{plugin.name} failed: {err!r}")
+            if not status.is_success:
+                for earlier in reversed(done):
+                    earlier.unreserve(state, pod, snapshot, row)
+                return status.with_plugin(plugin.name)
+            done.append(plugin)
+        return Status()
+
+    def _undo(self, trial: list[tuple[PodInfo, int]], memo: PlacementMemo, state: CycleState) -> None:
+        """Undo trial placements (a gang that could not place `minCount` members): each pod's reservations, in
+        reverse, then the pod itself."""
+        for pod, row in trial:
+            for plugin in reversed(self.profile.reserves):
+                plugin.unreserve(state, pod, memo.snapshot, row)
+            memo.snapshot.forget(pod, row)
+            memo.changed(row)
 
     def _nominated_row(self, pod: PodInfo, memo: PlacementMemo, state: CycleState) -> int | None:
         """A nominated pod goes back to its nominated node when it fits there (kube-scheduler does too)."""
@@ -619,9 +649,19 @@ class Scheduler:
         return row if memo.verdict(pod, state).feasible[row] else None
 
     def _bind(
-        self, pod: PodInfo, row: int, unit: str, snapshot: Snapshot, report: PassReport, placed: set[str]
+        self,
+        pod: PodInfo,
+        row: int,
+        unit: str,
+        state: CycleState,
+        snapshot: Snapshot,
+        report: PassReport,
+        placed: set[str],
     ) -> None:
+        """PreBind (what the pod needs written before it is bound: its volumes), then the Binding."""
         node = snapshot.nodes.names[row]
+        for plugin in self.profile.pre_binds:
+            plugin.pre_bind(state, pod, node, self.cluster, unit)
         self.cluster.bind(pod.pod, node, unit=unit)
         placed.add(pod.key)
         report.bindings.append(Binding(pod.key, node, snapshot.now))

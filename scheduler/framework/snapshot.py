@@ -22,6 +22,7 @@ from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.storage import Storage
 from scheduler.framework.unit_key import unit_key
@@ -64,6 +65,30 @@ def changed_rows(
         for row in np.flatnonzero(before_versions != after_versions).tolist()
         if len(before[row]) != len(after[row]) or not all(map(is_, before[row], after[row]))
     ]
+
+
+@dataclass(slots=True)
+class RowsSeen:
+    """The row versions a column derived from `running` was last brought to, and how far into which snapshot's
+    `row_log`: within a pass only the rows logged since are looked at; a new snapshot is compared by version."""
+
+    versions: IntArray
+    log: list[int] | None = None
+    at: int = 0
+
+    def changed(self, snapshot: Snapshot) -> list[int]:
+        """The rows whose pods may have changed since the last call (now marked seen)."""
+        log = snapshot.row_log
+        if self.log is log:
+            if self.at == len(log):
+                return []
+            rows = [log[-1]] if self.at == len(log) - 1 else sorted(set(log[self.at :]))
+        else:
+            rows = np.flatnonzero(self.versions != snapshot.versions).tolist()
+        self.log, self.at = snapshot.row_log, len(snapshot.row_log)
+        if rows:
+            self.versions[rows] = snapshot.versions[rows]
+        return rows
 
 
 ROW_VERSIONS = count(1)
@@ -151,6 +176,9 @@ class Snapshot:
     """Derived per-node data the pod-constraint plugins read (`framework/pod_counts.py`, `framework/topology.py`),
     kept by the snapshot builder for the next snapshot of the same node names, as `static_masks`: each entry says
     which row versions or Node objects it is for, so a pass recounts only the rows that changed."""
+    row_log: list[int] = field(default_factory=list)
+    """The rows `assume` and `forget` replaced, in order: a derived column kept by row (`RowsSeen`) reads what changed
+    since it last looked from here, rather than compare every row's version for each pod."""
     replaced: set[str] = field(default_factory=set)
     """The keys whose PodInfo `assume` or `forget` replaced in `pods`: the snapshot builder puts the charged ones
     back before the next build."""
@@ -170,6 +198,8 @@ class Snapshot:
     """The PodGroups that name a queue."""
     storage: Storage = field(default_factory=Storage)
     """The claims, volumes, StorageClasses and CSINodes the volume plugins read."""
+    namespaces: Namespaces = field(default_factory=Namespaces)
+    """The namespaces' labels, which pod affinity terms select namespaces by (`pod_terms.term_of`)."""
 
     def holds_room(self, pod: PodInfo, unit: SchedulingUnit, elsewhere: frozenset[str] | None = None) -> bool:
         """Whether nominated `pod` holds room on its nominated node against `unit`: the one rule for placing a
@@ -225,6 +255,7 @@ class Snapshot:
         self.nodes.requested[node] += self.nodes.usage(pod.requests)
         self.running[node] = [*self.running[node], placed]
         self.versions[node] = next(ROW_VERSIONS)
+        self.row_log.append(node)
         self.pods[pod.key] = placed
         self.replaced.add(pod.key)
         return placed
@@ -247,6 +278,7 @@ class Snapshot:
                 break
         self.running[node] = row
         self.versions[node] = next(ROW_VERSIONS)
+        self.row_log.append(node)
         self.pods[pod.key] = replace(pod, node_name=None, scheduled_at=None)
         self.replaced.add(pod.key)
 
@@ -276,4 +308,5 @@ class Snapshot:
             group_class_names=self.group_class_names,
             queued_groups=self.queued_groups,
             storage=self.storage,
+            namespaces=self.namespaces,
         )

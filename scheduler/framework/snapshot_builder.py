@@ -22,6 +22,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, ResolvedPriority, resolve_priority
 from scheduler.api.quantity import PODS
 from scheduler.framework.cluster import ChangeFeed, ClusterObjects
+from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import (
     ROW_VERSIONS,
@@ -94,6 +95,8 @@ class PodInfoCache:
         """The last refresh's snapshot state, which the next `build_snapshot` updates by difference."""
         self.builds = 0
         """Snapshots built from this cache (`Snapshot.build`)."""
+        self.namespaces = Namespaces()
+        """The last refresh's namespaces, kept while their labels are (`Snapshot.namespaces`)."""
 
     def info(self, pod: Pod, objects: ClusterObjects, now: datetime) -> PodInfo:
         cached = self._infos.get(pod.key)
@@ -555,6 +558,7 @@ def build_snapshot(
     base = _refresh_nodes(objects, cache)
     base.touched, base.touched_groups = {}, set()
     cache.builds += 1
+    cache.namespaces = cache.namespaces.kept(objects.namespaces)
     _restore(base)
     delta = _Delta()
     charges = base.charges
@@ -615,4 +619,5 @@ def build_snapshot(
             classes=objects.storage_classes,
             csi_nodes=objects.csi_nodes,
         ),
+        namespaces=cache.namespaces,
     )

@@ -29,19 +29,60 @@ INLINE_CONFLICTS = ("gce_persistent_disk", "aws_elastic_block_store", "iscsi", "
 
 
 @dataclass(frozen=True, slots=True)
+class PodVolumes:
+    """What a pod's unbound WaitForFirstConsumer claims get on the node it was given (kube-scheduler's
+    `PodVolumes`), for PreBind to write: each claim bound to the static volume chosen for it, and the claims to be
+    provisioned on that node. The objects are as the pass saw them (their resourceVersions guard the writes)."""
+
+    bindings: tuple[tuple[PersistentVolumeClaim, PersistentVolume], ...] = ()
+    provisions: tuple[PersistentVolumeClaim, ...] = ()
+
+
+@dataclass(slots=True)
+class Assumed:
+    """kube-scheduler's assume cache, for one pass: each volume Reserve gave a claim, shown with its claimRef, and
+    each claim it chose a node to provision on, shown with `volume.kubernetes.io/selected-node`, as PreBind will
+    write them. So no other pod placed later in the pass is given the same volume. The next pass reads the back
+    end's view, which shows those writes while they are in flight."""
+
+    volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Storage:
     """The storage objects of one pass: claims keyed `namespace/name`, the others by name (a CSINode by its
-    node's)."""
+    node's), and what the pass assumed of them (`claim`, `volume`)."""
 
     claims: Mapping[str, PersistentVolumeClaim] = field(default_factory=dict)
     volumes: Mapping[str, PersistentVolume] = field(default_factory=dict)
     classes: Mapping[str, StorageClass] = field(default_factory=dict)
     csi_nodes: Mapping[str, CSINode] = field(default_factory=dict)
+    assumed: Assumed = field(default_factory=Assumed)
+    by_class: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    """The volumes of each class by name, made on first use (`class_volumes`)."""
 
     def sighting(self) -> tuple[tuple[object, ...], ...]:
         """The objects as they are now, for the queue to tell that one was added, removed or replaced (every
         back end replaces an object it changes)."""
         return tuple(tuple(table.values()) for table in (self.claims, self.volumes, self.classes, self.csi_nodes))
+
+    def claim(self, key: str) -> PersistentVolumeClaim | None:
+        """The claim `namespace/name`, as this pass assumed it."""
+        return self.assumed.claims.get(key) or self.claims.get(key)
+
+    def volume(self, name: str) -> PersistentVolume | None:
+        """The volume, as this pass assumed it."""
+        return self.assumed.volumes.get(name) or self.volumes.get(name)
+
+    def class_volumes(self, class_name: str) -> tuple[str, ...]:
+        """The names of the volumes of a class, in order (assuming a volume never changes its class)."""
+        if not self.by_class and self.volumes:
+            grouped: dict[str, list[str]] = {}
+            for name in sorted(self.volumes):
+                grouped.setdefault(self.volumes[name].storage_class, []).append(name)
+            self.by_class.update((name, tuple(names)) for name, names in grouped.items())
+        return self.by_class.get(class_name, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +103,7 @@ def pod_claims(pod: Pod, storage: Storage) -> list[PodClaim]:
     for index, volume in enumerate(pod.spec.volumes):
         name = claim_name(pod.metadata.name, volume)
         if name is not None:
-            claim = storage.claims.get(f"{namespace}/{name}")
+            claim = storage.claim(f"{namespace}/{name}")
             found.append(PodClaim(index, volume, name, volume.ephemeral is not None, claim))
     return found
 

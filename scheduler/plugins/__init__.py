@@ -38,7 +38,8 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
     victim_filters = (PreemptionToleration(), MinRuntime())
     validators = (ElasticMinRuntime(),)
     ports, spread, affinity = NodePorts(), PodTopologySpread(), InterPodAffinity()
-    volumes = (NodeVolumeLimits(), VolumeBinding(), VolumeZone())
+    binding = VolumeBinding()
+    volumes = (NodeVolumeLimits(), binding, VolumeZone())
     restrictions = VolumeRestrictions()
     preemption = WorkloadPreemption(
         statics, victim_filters, validators, constraints=(ports, affinity, spread, restrictions, *volumes)
@@ -47,7 +48,7 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         pre_enqueue=(GangReadiness(), SchedulingGates()),
         static_filters=statics,
         filters=(ports, NodeResourcesFit(), *volumes),
-        pod_constraints=(UnsupportedFields(), restrictions, spread, affinity),
+        pod_constraints=(binding.claims, UnsupportedFields(), restrictions, spread, affinity),
         scores=(NodeResourcesAllocated(config.scoring_strategy), NodeResourcesBalancedAllocation()),
         pod_scores=(taints, node_affinity, spread, affinity, ImageLocality()),
         post_filters=(preemption,),
@@ -55,4 +56,6 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         scenario_validators=validators,
         configuration_checks=victim_filters,
         snapshot_hooks=(preemption,),
+        reserves=(binding,),
+        pre_binds=(binding,),
     )

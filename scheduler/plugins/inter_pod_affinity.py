@@ -7,9 +7,11 @@ Source: kube-scheduler `plugins/interpodaffinity/filtering.go`. A node is reject
   that wants to be together is not stuck;
 - a pod matching one of its required anti-affinity terms runs in the node's domain;
 - a running pod there holds a required anti-affinity term the pod matches.
-The last two are Unschedulable: preemption may remove the pods in the way. The counts are per-node columns kept
-by row (`framework/pod_counts.py`) and summed per domain (`framework/topology.py`); members of a gang placed
-in the same cycle are on their rows already, so a gang's anti-affinity against itself spreads it.
+The last two are Unschedulable: preemption may remove the pods in the way. A term looks in the namespaces it
+lists and in those whose labels its `namespaceSelector` matches (`framework/namespaces.py`), in its owner's when
+it has neither. The counts are per-node columns kept by row (`framework/pod_counts.py`) and summed per domain
+(`framework/topology.py`); members of a gang placed in the same cycle are on their rows already, so a gang's
+anti-affinity against itself spreads it.
 
 Preemption, as kube-scheduler's, removes only pods on the node it considers: a node whose domain holds a
 conflicting pod elsewhere is out, the conflicting pods on the node are a column the search must clear
@@ -26,6 +28,7 @@ import numpy as np
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Exclusion, NodeVerdict, PreemptionTerms
+from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.normalize import MAX_NODE_SCORE
 from scheduler.framework.pod_counts import Counted, counted, pod_counts
 from scheduler.framework.pod_info import PodInfo
@@ -37,7 +40,7 @@ from scheduler.framework.pod_terms import (
     required_affinity,
     required_anti_affinity,
 )
-from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, RowsSeen, Snapshot
 from scheduler.framework.status import Code
 from scheduler.framework.topology import domains
 
@@ -51,7 +54,9 @@ class _Holders:
     """The running pods' terms towards later pods: per term, how many pods on each node hold it, and per node
     which pods hold which terms (what preemption must remove)."""
 
-    versions: IntArray
+    seen: RowsSeen
+    namespaces: Namespaces
+    """What the terms were resolved against: relabelled namespaces make other terms, and a new index."""
     rows: list[tuple[tuple[str, tuple[HeldTerm, ...]], ...]]
     counts: dict[HeldTerm, IntArray]
     keys: dict[HeldTerm, dict[int, list[str]]]
@@ -59,20 +64,21 @@ class _Holders:
 
 
 def _holders(snapshot: Snapshot) -> _Holders:
-    """The index of `existing_terms`, brought up to date: one walk over the pods when the node set changes, then
-    only the rows that changed, as `pod_counts` keeps its columns."""
+    """The index of `existing_terms`, brought up to date: one walk over the pods when the node set or the
+    namespaces' labels change, then only the rows that changed, as `pod_counts` keeps its columns."""
     slot = ("InterPodAffinity", "holders")
     versions = snapshot.versions
     nodes = len(versions)
     kept = snapshot.indexes.get(slot)
     changed: list[int]
-    if not isinstance(kept, _Holders) or len(kept.versions) != nodes:
-        kept = _Holders(versions.copy(), [()] * nodes, {}, {})
+    namespaces = snapshot.namespaces
+    if not isinstance(kept, _Holders) or len(kept.seen.versions) != nodes or kept.namespaces is not namespaces:
+        seen = RowsSeen(versions.copy(), snapshot.row_log, len(snapshot.row_log))
+        kept = _Holders(seen, namespaces, [()] * nodes, {}, {})
         snapshot.indexes[slot] = kept
         changed = list(range(nodes))
     else:
-        changed = np.flatnonzero(kept.versions != versions).tolist()
-        kept.versions[changed] = versions[changed]
+        changed = kept.seen.changed(snapshot)
     counts, keys = kept.counts, kept.keys
     for row in changed:
         for _, terms in kept.rows[row]:
@@ -81,7 +87,10 @@ def _holders(snapshot: Snapshot) -> _Holders:
                 keys[held].pop(row, None)
                 if not counts[held].any():
                     del counts[held], keys[held]
-        now = tuple((p.key, terms) for p in snapshot.running[row] if p.pod_affinity and (terms := held_terms(p.pod)))
+        pods = snapshot.running[row]
+        if not kept.rows[row] and not any(p.pod_affinity for p in pods):
+            continue  # most rows: no pod with pod affinity, before or now
+        now = tuple((p.key, terms) for p in pods if p.pod_affinity and (terms := held_terms(p.pod, namespaces)))
         kept.rows[row] = now
         for key, terms in now:
             for held in terms:
@@ -146,8 +155,8 @@ class InterPodAffinity:
     weight = 2
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict | None:
-        affinity = required_affinity(pod.pod)
-        anti = required_anti_affinity(pod.pod)
+        affinity = required_affinity(pod.pod, snapshot.namespaces)
+        anti = required_anti_affinity(pod.pod, snapshot.namespaces)
         held = existing_terms(snapshot)
         state.write(HELD_KEY, _Held(held))  # read again by `pod_score` in the same cycle, before any placement
         existing = {term: holders for (weight, term), holders in held.items() if weight == 0}
@@ -212,8 +221,8 @@ class InterPodAffinity:
         conflicts: dict[tuple[tuple[str, PodTerm], ...], list[int]] = {}
         repelled: set[int] = set()
         for at, member in enumerate(members):
-            affinity = required_affinity(member.pod)
-            anti = required_anti_affinity(member.pod)
+            affinity = required_affinity(member.pod, snapshot.namespaces)
+            anti = required_anti_affinity(member.pod, snapshot.namespaces)
             if affinity:
                 masks[at] &= ~self._affinity_rejects_after_removal(snapshot, member, affinity, removable)
             pairs = [("matches", t, _matching(snapshot, t)) for t in anti]
@@ -241,7 +250,7 @@ class InterPodAffinity:
         a node scores its domains' sums, min-max normalised over the feasible nodes."""
         kept = state.read(HELD_KEY, _Held)
         held = kept.terms if kept is not None else existing_terms(snapshot)
-        own = preferred_terms(pod.pod)
+        own = preferred_terms(pod.pod, snapshot.namespaces)
         theirs = [(weight, term, holders) for (weight, term), holders in held.items() if weight and term.matches(pod)]
         if (not own and not theirs) or not feasible.any():
             return None

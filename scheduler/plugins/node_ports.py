@@ -34,6 +34,9 @@ def holds(pod: PodInfo, wanted: Sequence[HostPort]) -> bool:
 class NodePorts:
     name = "NodePorts"
 
+    def skips(self, pod: PodInfo) -> bool:
+        return not pod.host_ports
+
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
         wanted = pod.host_ports
         rows = len(snapshot.running)

@@ -33,7 +33,8 @@ from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
 from scheduler.api.pod_volume import SOURCES, Volume, owned_by
 from scheduler.api.quantity import parse_quantity
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms
+from scheduler.framework.feasibility import NEUTRAL_VOLUMES
+from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms, as_it_stands
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import BoolArray, Snapshot
 from scheduler.framework.status import Code
@@ -110,6 +111,10 @@ def claim_volume(claim: PersistentVolumeClaim, storage: Storage, csi_node: CSINo
 class NodeVolumeLimits:
     name = "NodeVolumeLimits"
 
+    def skips(self, pod: PodInfo) -> bool:
+        """No volume that could be attached (or that could not be counted) to check."""
+        return all(NEUTRAL_VOLUMES.issuperset(v.sources()) for v in pod.pod.spec.volumes)
+
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
         names = snapshot.nodes.names
         count = len(names)
@@ -153,7 +158,7 @@ class NodeVolumeLimits:
         """Where each member's volumes fit now (see the module docstring)."""
         if not any(m.pod.spec.volumes for m in members):
             return PreemptionTerms()
-        return PreemptionTerms(masks=np.array([self.filter(state, m, snapshot).feasible for m in members]))
+        return as_it_stands(self.filter, state, members, snapshot)
 
 
 def _unsupported(count: int, field: str) -> NodeVerdict:

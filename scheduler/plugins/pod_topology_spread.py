@@ -23,7 +23,7 @@ import numpy as np
 
 from scheduler.api.pod import TopologySpreadConstraint
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms
+from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms, as_it_stands
 from scheduler.framework.normalize import MAX_NODE_SCORE
 from scheduler.framework.pod_counts import pod_counts
 from scheduler.framework.pod_info import PodInfo
@@ -140,13 +140,7 @@ class PodTopologySpread:
         snapshot: Snapshot,
         removable: Callable[[PodInfo], bool],
     ) -> PreemptionTerms:
-        rows = len(snapshot.running)
-        masks = np.ones((len(members), rows), dtype=np.bool_)
-        for index, member in enumerate(members):
-            verdict = self.filter(state, member, snapshot)
-            if verdict is not None:
-                masks[index] = verdict.feasible
-        return PreemptionTerms(masks=masks)
+        return as_it_stands(self.filter, state, members, snapshot)
 
     def pod_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: BoolArray) -> object:
         """Upstream's `scoring.go`: each `ScheduleAnyway` constraint (or, for a pod with none, the system defaults

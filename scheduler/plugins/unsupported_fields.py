@@ -23,19 +23,6 @@ def unsupported(pod: PodInfo, snapshot: Snapshot) -> str | None:
     spec = pod.pod.spec
     if spec.resource_claims:
         return "spec.resourceClaims"
-    affinity = spec.affinity
-    for kind, rules in (
-        ("podAffinity", affinity.pod_affinity if affinity else None),
-        ("podAntiAffinity", affinity.pod_anti_affinity if affinity else None),
-    ):
-        if rules is None:
-            continue
-        terms = [
-            *rules.required_during_scheduling_ignored_during_execution,
-            *(w.pod_affinity_term for w in rules.preferred_during_scheduling_ignored_during_execution),
-        ]
-        if any(t.namespace_selector is not None and _selects_some(t.namespace_selector) for t in terms):
-            return f"spec.affinity.{kind} terms with a non-empty namespaceSelector"
     group = snapshot.groups.get(pod.group_key) if pod.group_key is not None else None
     if group is not None:
         extra = group.spec.model_extra or {}
@@ -45,11 +32,6 @@ def unsupported(pod: PodInfo, snapshot: Snapshot) -> str | None:
         if extra.get("resourceClaims"):
             return f"spec.resourceClaims of PodGroup {group.key}"
     return None
-
-
-def _selects_some(selector: object) -> bool:
-    """Whether a namespaceSelector narrows the namespaces (`{}` selects every one, which is supported)."""
-    return bool(getattr(selector, "match_labels", None) or getattr(selector, "match_expressions", None))
 
 
 class UnsupportedFields:

@@ -17,7 +17,8 @@ import numpy as np
 
 from scheduler.api.node import Node
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms
+from scheduler.framework.feasibility import NEUTRAL_VOLUMES
+from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms, as_it_stands
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code
@@ -91,6 +92,10 @@ def node_fits(node: Node, topologies: list[Topology]) -> bool:
 class VolumeZone:
     name = "VolumeZone"
 
+    def skips(self, pod: PodInfo) -> bool:
+        """No volume that could be bound to a zone."""
+        return all(NEUTRAL_VOLUMES.issuperset(v.sources()) for v in pod.pod.spec.volumes)
+
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict:
         nodes = snapshot.nodes.nodes
         count = len(nodes)
@@ -116,4 +121,4 @@ class VolumeZone:
         """Where each member's volumes' zones let it go: removing pods never changes that."""
         if not any(m.pod.spec.volumes for m in members):
             return PreemptionTerms()
-        return PreemptionTerms(masks=np.array([self.filter(state, m, snapshot).feasible for m in members]))
+        return as_it_stands(self.filter, state, members, snapshot)

@@ -21,6 +21,7 @@ from datetime import datetime
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.manifest import ManifestError, Source, load_manifests
 from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume_claim import PersistentVolumeClaim
@@ -133,6 +134,8 @@ def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
         objects.priority_classes[key] = obj
     elif isinstance(obj, PodDisruptionBudget):
         objects.pdbs[key] = obj
+    elif isinstance(obj, Namespace):
+        objects.namespaces[key] = obj
     elif (table := storage_table(objects, obj)) is not None:
         table[key] = obj
     return key

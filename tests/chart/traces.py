@@ -11,7 +11,9 @@ missed). The test code itself only reads and writes the server's storage directl
 - `scheduler`: `SchedulerProcess` with the chart's configuration (names, gate, leader election), but
   fast timings and no min-runtime protection; a gated gang that fits (its gate removal gets one 422,
   so the pod is re-read), a gated gang that preempts four victims, a pod that fits nowhere, a PodGroup
-  status write that gets one 409 (so the group is re-read). Stopping releases the Lease.
+  status write that gets one 409 (so the group is re-read), and two pods with WaitForFirstConsumer claims:
+  one given a local volume, one whose claim is to be provisioned (nothing binds them here, so their
+  Bindings wait). Stopping releases the Lease.
 - `webhook`: what `phalanx webhook` starts: the certificate controller when the environment asks for
   it (then a second sync after the Secret was emptied, which replaces it) and the lookup caches, with a
   miss on every lookup (a direct read).
@@ -43,7 +45,16 @@ from scheduler.api.config import MinRuntimeDefaults
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
 from tests.apiserver.resources import RESOURCE_TYPES
 from tests.apiserver.server import ApiServer, Request
-from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, make_queue
+from tests.builders import (
+    make_claim,
+    make_node,
+    make_pod,
+    make_podgroup,
+    make_priority_class,
+    make_queue,
+    make_storage_class,
+    make_volume,
+)
 from tests.chart.api_calls import CallSite, call_sites_of, command_module, unexercised
 from tests.kube.replica import fast_config
 
@@ -217,6 +228,15 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     server.create(pod("big").req(cpu="64").json())
     server.create(make_podgroup("native").native().gang(1).json())
     server.create(pod("n0").req(cpu="1").scheduling_group("native").gate(config.gate_name).json())
+    # a node of their own (tainted: the gangs above keep to theirs) for two pods with WaitForFirstConsumer claims
+    server.create(make_node("v0").cap(cpu="4", memory="8Gi").label("kubernetes.io/hostname", "v0").taint("vol").json())
+    server.create(make_storage_class("local").wait_for_first_consumer().json())
+    server.create(make_storage_class("lazy", "ebs.csi.aws.com").wait_for_first_consumer().json())
+    server.create(make_volume("local-v0").local_to("v0").storage_class("local").json())
+    for name, storage_class in (("static", "local"), ("lazy", "lazy")):
+        server.create(make_claim(name).storage_class(storage_class).json())
+        held = pod(f"vol-{name}").req(cpu="1").claim(name).toleration("vol", operator="Exists")
+        server.create(held.node_selector(**{"kubernetes.io/hostname": "v0"}).json())
     server.fail("PATCH", "/api/v1/namespaces/default/pods/g0", 422)
     server.fail("PATCH", f"/apis/{API_VERSION}/namespaces/default/podgroups/solo/status", 409)
     server.fail("PATCH", f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native/status", 409)

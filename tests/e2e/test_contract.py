@@ -8,6 +8,10 @@ flight have landed and the informer shows them) and what each refused (raised as
 back end, in the ledger of the Kubernetes one) must be the same. The cases include a Binding of a pod already
 bound, a write the server refuses, a pod that vanished, and a write made from a stale resourceVersion.
 
+Volumes are bound by the PV controller of the real control plane's kube-controller-manager, and by the memory back
+end's own; nothing provisions on the real server, so the test provisions there as an external provisioner would
+(a volume for the claim, once it names its node), and the memory back end's provisioner must make the same.
+
 The pods name a scheduler nobody runs, so the suite's scheduler leaves them alone.
 """
 
@@ -25,12 +29,20 @@ import pytest
 from kube.client import api_client
 from kube.informer import LIST_PAGE
 from scheduler.api.meta import Condition
+from scheduler.api.persistent_volume import ObjectReference, PersistentVolume
+from scheduler.api.persistent_volume_claim import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    PersistentVolumeClaim,
+)
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.kube import KubeCluster
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import Cluster, ClusterObjects, WriteRefused
-from tests.e2e.control_plane import ControlPlane, Json, wait_for
+from scheduler.framework.storage import PodVolumes
+from tests.e2e.control_plane import ControlPlane, Json, collection_path, object_path, plural, wait_for
 from tests.e2e.objects import GATE, PHALANX
 from tests.e2e.stack import Stack
 
@@ -44,9 +56,22 @@ UNSCHEDULABLE = Condition(
 WRITTEN = ("PodScheduled", "DisruptionTarget")
 """The Pod conditions the scheduler writes (the API server adds SchedulingGated itself)."""
 SCHEDULED = Condition(type="PodGroupScheduled", status="False", reason="Unschedulable", message="gang needs 2")
+LOCAL = "contract-local"
+"""A WaitForFirstConsumer class of volumes made by hand."""
+LAZY = "contract-lazy"
+"""A WaitForFirstConsumer class whose provisioner is the test (on the real server)."""
+PROVISIONER = "contract.example.com"
+CLAIM_ANNOTATIONS = (ANN_SELECTED_NODE, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER)
+"""The claim annotations the scheduler and the PV controller write (not the provisioner's own)."""
 
 
-def pod(name: str, node: str | None = None, gates: tuple[str, ...] = (), grace: int | None = None) -> Json:
+def pod(
+    name: str,
+    node: str | None = None,
+    gates: tuple[str, ...] = (),
+    grace: int | None = None,
+    claim: str | None = None,
+) -> Json:
     spec: Json = {"schedulerName": "contract", "containers": [{"name": "c", "image": "busybox"}]}
     if node:
         spec["nodeName"] = node
@@ -54,7 +79,40 @@ def pod(name: str, node: str | None = None, gates: tuple[str, ...] = (), grace: 
         spec["schedulingGates"] = [{"name": g} for g in gates]
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
+    if claim is not None:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+
+
+def claim(name: str, storage_class: str) -> Json:
+    spec = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+def node_affinity(node: str) -> Json:
+    expression = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}
+
+
+def volume(name: str, node: str) -> Json:
+    spec = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": LOCAL,
+        "local": {"path": "/mnt/disk"},
+        "nodeAffinity": node_affinity(node),
+    }
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
 
 
 def group(name: str) -> Json:
@@ -73,17 +131,38 @@ class World:
 
     def annotate_group(self, name: str, key: str, value: str) -> None: ...
 
+    def claim_volume(self, name: str, claim_name: str) -> None:
+        """A user pre-binds the volume to another claim."""
+
+    def provision(self, claim_name: str, node: str) -> None:
+        """An external provisioner makes a volume for the claim once the claim names its node."""
+
 
 @dataclass(frozen=True, slots=True)
 class Case:
     objects: tuple[Json, ...]
     act: Callable[[Cluster, ClusterObjects, World], None]
     look: tuple[str, ...]
-    """The objects compared afterwards: `pods/<name>` or `podgroups/<name>`."""
+    """The objects compared afterwards: `pods/<name>`, `podgroups/<name>`, `persistentvolumeclaims/<name>` or
+    `persistentvolumes/<name>`."""
 
 
 def key(name: str) -> str:
     return f"{NAMESPACE}/{name}"
+
+
+def bind_volume(c: Cluster, o: ClusterObjects, volume_name: str) -> None:
+    """PreBind of pod `p` on the first node with claim `data` bound to the volume, then its Binding."""
+    volumes = PodVolumes(bindings=((o.persistent_volume_claims[key("data")], o.persistent_volumes[volume_name]),))
+    c.bind_volumes(o.pods[key("p")], NODES[0], volumes)
+    c.bind(o.pods[key("p")], NODES[0])
+
+
+def provision(c: Cluster, o: ClusterObjects, w: World) -> None:
+    """PreBind of pod `p` on the first node with claim `data` to provision there, then its Binding."""
+    c.bind_volumes(o.pods[key("p")], NODES[0], PodVolumes(provisions=(o.persistent_volume_claims[key("data")],)))
+    c.bind(o.pods[key("p")], NODES[0])
+    w.provision("data", NODES[0])
 
 
 CASES = [
@@ -181,12 +260,59 @@ CASES = [
         ),
         id="a PodGroup condition written from a stale resourceVersion keeps the change it missed",
     ),
+    pytest.param(
+        Case(
+            (pod("p", claim="data"), claim("data", LOCAL), volume("contract-pv-static", NODES[0])),
+            lambda c, o, w: bind_volume(c, o, "contract-pv-static"),
+            ("pods/p", "persistentvolumeclaims/data", "persistentvolumes/contract-pv-static"),
+        ),
+        id="a volume is bound to its claim, then the pod",
+    ),
+    pytest.param(
+        Case(
+            (pod("p", claim="data"), claim("data", LAZY)),
+            provision,
+            ("pods/p", "persistentvolumeclaims/data"),
+        ),
+        id="a claim is annotated with its node, provisioned there, bound, then the pod",
+    ),
+    pytest.param(
+        Case(
+            (pod("p", claim="data"), claim("data", LOCAL), volume("contract-pv-taken", NODES[0])),
+            lambda c, o, w: (w.claim_volume("contract-pv-taken", "other"), bind_volume(c, o, "contract-pv-taken")),
+            ("pods/p", "persistentvolumeclaims/data", "persistentvolumes/contract-pv-taken"),
+        ),
+        id="a volume another claim took meanwhile is refused with the server's answer, and the pod not bound",
+    ),
 ]
 
 
 def shown(objects: ClusterObjects, what: str) -> Any:
     """What the contract compares of one object: the fields the scheduler writes, and whether it is there."""
     kind, _, name = what.partition("/")
+    if kind == "persistentvolumeclaims":
+        c: PersistentVolumeClaim | None = objects.persistent_volume_claims.get(key(name))
+        if c is None:
+            return None
+        bound = objects.persistent_volumes.get(c.spec.volume_name or "")
+        ref = bound.spec.claim_ref if bound is not None else None
+        return {
+            "volume": c.spec.volume_name,
+            "phase": c.status.phase,
+            "annotations": {k: c.metadata.annotations[k] for k in CLAIM_ANNOTATIONS if k in c.metadata.annotations},
+            "volume's claim": (ref.namespace, ref.name, ref.uid == c.metadata.uid) if ref is not None else None,
+            "volume's phase": bound.status.phase if bound is not None else None,
+        }
+    if kind == "persistentvolumes":
+        v: PersistentVolume | None = objects.persistent_volumes.get(name)
+        if v is None:
+            return None
+        ref = v.spec.claim_ref
+        return {
+            "claim": (ref.namespace, ref.name) if ref is not None else None,
+            "phase": v.status.phase,
+            "bound by controller": v.metadata.annotations.get(ANN_BOUND_BY_CONTROLLER),
+        }
     if kind == "pods":
         p: Pod | None = objects.pods.get(key(name))
         if p is None:
@@ -220,9 +346,20 @@ def kube(stack: Stack) -> Iterator[KubeCluster]:
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name},
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                 "spec": {"taints": [{"key": "contract", "value": "yes", "effect": "NoSchedule"}]},
                 "status": {"capacity": resources, "allocatable": resources},
+            }
+        )
+    for name, provisioner in ((LOCAL, "kubernetes.io/no-provisioner"), (LAZY, PROVISIONER)):
+        api.apply(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name},
+                "provisioner": provisioner,
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "reclaimPolicy": "Retain",
             }
         )
     cluster = KubeCluster(api_client(plane.admin_kubeconfig, "scheduler"), identity="contract")
@@ -233,6 +370,11 @@ def kube(stack: Stack) -> Iterator[KubeCluster]:
     for name in NODES:
         api.delete(f"/api/v1/nodes/{name}")
     api.delete(f"/api/v1/namespaces/{NAMESPACE}")
+    for made in api.items("/api/v1/persistentvolumes"):
+        if made["spec"].get("storageClassName") in (LOCAL, LAZY):
+            api.delete(f"/api/v1/persistentvolumes/{made['metadata']['name']}")
+    for name in (LOCAL, LAZY):
+        api.delete(f"/apis/storage.k8s.io/v1/storageclasses/{name}")
 
 
 def settle(cluster: KubeCluster) -> ClusterObjects:
@@ -257,6 +399,35 @@ class KubeWorld(World):
         path = f"/apis/{PHALANX}/namespaces/{NAMESPACE}/podgroups/{name}"
         self.api.patch(path, {"metadata": {"annotations": {key_: value}}})
 
+    def claim_volume(self, name: str, claim_name: str) -> None:
+        ref = {"kind": "PersistentVolumeClaim", "namespace": NAMESPACE, "name": claim_name}
+        assert self.api.patch(f"/api/v1/persistentvolumes/{name}", {"spec": {"claimRef": ref}}).status == 200
+
+    def provision(self, claim_name: str, node: str) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{claim_name}"
+
+        def selected() -> Json | None:
+            found = self.api.get(path)
+            annotations = (found or {}).get("metadata", {}).get("annotations", {})
+            return found if annotations.get(ANN_SELECTED_NODE) == node else None
+
+        made: Json = wait_for(selected, what=f"claim {claim_name} to name its node")
+        meta = made["metadata"]
+        ref = {"kind": "PersistentVolumeClaim", "namespace": NAMESPACE, "name": claim_name, "uid": meta["uid"]}
+        name = f"pvc-{meta['uid']}"
+        spec = {
+            "capacity": {"storage": made["spec"]["resources"]["requests"]["storage"]},
+            "accessModes": made["spec"]["accessModes"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": LAZY,
+            "claimRef": ref,
+            "csi": {"driver": PROVISIONER, "volumeHandle": name},
+            "nodeAffinity": node_affinity(node),
+        }
+        annotations = {"pv.kubernetes.io/provisioned-by": PROVISIONER}
+        body = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "annotations": annotations}}
+        self.api.create("/api/v1/persistentvolumes", {**body, "spec": spec})
+
 
 class MemoryWorld(World):
     def __init__(self, cluster: MemoryCluster) -> None:
@@ -272,6 +443,18 @@ class MemoryWorld(World):
         metadata = current.metadata.model_copy(update={"annotations": annotations, "resource_version": version})
         self.cluster.objects().pod_groups[key(name)] = current.model_copy(update={"metadata": metadata})
 
+    def claim_volume(self, name: str, claim_name: str) -> None:
+        volumes = self.cluster.objects().persistent_volumes
+        current = volumes[name]
+        ref = ObjectReference(kind="PersistentVolumeClaim", namespace=NAMESPACE, name=claim_name)
+        version = str(int(current.metadata.resource_version or 0) + 1)
+        volumes[name] = current.model_copy(
+            update={
+                "metadata": current.metadata.model_copy(update={"resource_version": version}),
+                "spec": current.spec.model_copy(update={"claim_ref": ref}),
+            }
+        )
+
 
 def refusal(act: Callable[[], Any]) -> str | None:
     """The server's answer when `act` raises `WriteRefused` (`<write> <object>: <answer>`), else None."""
@@ -285,26 +468,19 @@ def refusal(act: Callable[[], Any]) -> str | None:
 @pytest.mark.parametrize("case", CASES)
 def test_both_back_ends_answer_the_same(case: Case, kube: KubeCluster, stack: Stack) -> None:
     api = stack.plane.api()
-    for obj in case.objects:
-        api.delete(
-            f"/api/v1/namespaces/{NAMESPACE}/pods/{obj['metadata']['name']}"
-            if obj["kind"] == "Pod"
-            else f"/apis/{PHALANX}/namespaces/{NAMESPACE}/podgroups/{obj['metadata']['name']}",
-            grace_period_seconds=0,
-        )
-    names = {f"{'pods' if o['kind'] == 'Pod' else 'podgroups'}/{o['metadata']['name']}" for o in case.objects}
+    for obj in case.objects:  # pods first: a claim in use, and a volume bound, are removed only after
+        api.delete(object_path(obj), grace_period_seconds=0)
+    names = {f"{plural(o['kind'])}/{o['metadata']['name']}" for o in case.objects}
     wait_for(lambda: all(shown(kube.objects(), n) is None for n in names), what="the previous case's objects gone")
     for obj in case.objects:
-        api.create(
-            f"/api/v1/namespaces/{NAMESPACE}/pods"
-            if obj["kind"] == "Pod"
-            else f"/apis/{PHALANX}/namespaces/{NAMESPACE}/podgroups",
-            obj,
-        )
+        api.create(collection_path(obj), obj)
 
     def created() -> ClusterObjects | None:
         objects = kube.objects()
-        return objects if all(shown(objects, n) is not None for n in names) else None
+        if not all(shown(objects, n) is not None for n in names):
+            return None
+        volumes = [objects.persistent_volumes[n.partition("/")[2]] for n in names if n.startswith("persistentvolumes/")]
+        return objects if all(v.status.phase == "Available" for v in volumes) else None  # the PV controller saw them
 
     seen: ClusterObjects = wait_for(created, what="the case's objects")
     # a copy: the view's next `objects()` (in `settle`) brings its own tables up to date, the vanished pod gone
@@ -314,6 +490,11 @@ def test_both_back_ends_answer_the_same(case: Case, kube: KubeCluster, stack: St
             nodes=dict(before.nodes),
             pods={k: p for k, p in before.pods.items() if k.startswith(f"{NAMESPACE}/")},
             pod_groups={k: g for k, g in before.pod_groups.items() if k.startswith(f"{NAMESPACE}/")},
+            persistent_volume_claims={
+                k: c for k, c in before.persistent_volume_claims.items() if k.startswith(f"{NAMESPACE}/")
+            },
+            persistent_volumes={k: v for k, v in before.persistent_volumes.items() if v.storage_class in (LOCAL, LAZY)},
+            storage_classes=dict(before.storage_classes),
         ),
         datetime.now(UTC),
     )

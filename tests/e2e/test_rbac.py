@@ -44,9 +44,56 @@ def service_accounts(stack: Stack) -> dict[str, str]:
     }
 
 
+def volumes(pool: Pool) -> None:
+    """Two pods with claims of WaitForFirstConsumer classes on a node of their own: one is given a local volume
+    (its claimRef patched), the other's claim is annotated with its node (and waits, as nothing provisions)."""
+    [node] = pool.add_nodes(1, cpu="2")
+    classes = {}
+    for suffix, provisioner in (("local", "kubernetes.io/no-provisioner"), ("lazy", f"{pool.name}.example.com")):
+        made = pool.cluster_object(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": f"{pool.name}-{suffix}"},
+                "provisioner": provisioner,
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }
+        )
+        classes[suffix] = made["metadata"]["name"]
+    hostname = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    spec = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": classes["local"],
+        "local": {"path": "/mnt/disk"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [hostname]}]}},
+    }
+    pool.cluster_object({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pool.name}, "spec": spec})
+    for suffix, storage_class in classes.items():
+        claim_spec = {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+        }
+        meta = {"name": suffix, "namespace": pool.namespace}
+        pool.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": claim_spec})
+        made = pool.pod(f"vol-{suffix}")
+        made["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": suffix}}]
+        pool.create(made)
+    pool.wait_bound(["vol-local"])
+
+    def selected() -> bool:
+        lazy = pool.api.get(f"/api/v1/namespaces/{pool.namespace}/persistentvolumeclaims/lazy") or {}
+        return lazy.get("metadata", {}).get("annotations", {}).get("volume.kubernetes.io/selected-node") == node
+
+    wait_for(selected, what="the lazy claim to name its node")
+
+
 def full_run(pool: Pool) -> None:
     """Gates lifted, a gang bound, preemption of a PDB-covered pod with a grace period, Events and conditions,
-    and `kubectl phalanx` explaining the gang and listing the namespace's pending work meanwhile."""
+    volumes bound and provisioning asked for, and `kubectl phalanx` explaining the gang and listing the namespace's
+    pending work meanwhile."""
+    volumes(pool)
     nodes = pool.add_nodes(2, cpu="4")
     low = pool.priority_class("low", 10)
     high = pool.priority_class("high", 100)

@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
@@ -60,6 +61,8 @@ def cluster_of(objects: list[ApiModel]) -> ClusterObjects:
             cluster.priority_classes[obj.metadata.name] = obj
         elif isinstance(obj, Queue):
             cluster.queues[obj.metadata.name] = obj
+        elif isinstance(obj, Namespace):
+            cluster.namespaces[obj.metadata.name] = obj
         elif (table := storage_table(cluster, obj)) is not None:
             table[object_key(obj)] = obj
         else:

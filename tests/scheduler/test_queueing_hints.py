@@ -21,7 +21,7 @@ from scheduler.framework.queue import SchedulingQueue
 from scheduler.framework.runner import PassReport, Scheduler
 from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
-from tests.builders import EPOCH, make_node, make_pod, make_podgroup
+from tests.builders import EPOCH, make_namespace, make_node, make_pod, make_podgroup
 from tests.scheduler.scenario import cluster_of
 
 NOW = EPOCH + timedelta(hours=1)
@@ -145,6 +145,10 @@ def test_bindings_at_the_units_priority_or_above_wake_nothing() -> None:
     assert len(side.report.bindings) == 10
 
 
+HOST = "kubernetes.io/hostname"
+TEAM_A = {"matchLabels": {"team": "a"}}
+
+
 def _replace_node(cluster: MemoryCluster) -> None:
     cluster.create(make_node("n0").cap(cpu="8").obj())
 
@@ -180,6 +184,31 @@ EVENTS = [
         lambda cluster: cluster.delete_pod(cluster.objects().pods["default/other"], 0),
         "nomination",
         id="a nomination dropped gives back the room it held",
+    ),
+    pytest.param(
+        [
+            make_namespace("team-b").label("team", "b").obj(),
+            make_pod("db").ns("team-b").label("app", "db").req(cpu="1").on("n0", NOW).obj(),
+            make_pod("u").req(cpu="1").pod_affinity(HOST, namespace_selector=TEAM_A, app="db").obj(),
+        ],
+        lambda cluster: cluster.create(make_namespace("team-b").label("team", "a").obj()),
+        "namespace",
+        id="a namespace relabelled into an affinity's namespaceSelector brings the pod it needs",
+    ),
+    pytest.param(
+        [
+            make_namespace("apps").label("team", "a").obj(),
+            make_pod("db")
+            .label("app", "db")
+            .req(cpu="1")
+            .pod_affinity(HOST, anti=True, namespace_selector=TEAM_A, app="web")
+            .on("n0", NOW)
+            .obj(),
+            make_pod("u").ns("apps").label("app", "web").req(cpu="1").obj(),
+        ],
+        lambda cluster: cluster.create(make_namespace("apps").label("team", "b").obj()),
+        "namespace",
+        id="a pod's namespace relabelled out of a running pod's anti-affinity",
     ),
 ]
 
@@ -272,3 +301,24 @@ def test_a_pod_placed_wakes_the_pod_whose_affinity_it_meets() -> None:
     cluster.create(make_pod("db").label("app", "db").req(cpu="1").on("n1", NOW).obj())
     cluster.advance(cluster.now() + MAX_BACKOFF)
     assert [b.pod for b in scheduler.schedule_pending().bindings] == ["default/web"]
+
+
+def test_ten_thousand_pods_larger_than_every_node_cost_a_pass_nothing() -> None:
+    """Issue 43: each of 10,000 such pods is tried once, searched for victims never, and then sleeps while pods come
+    and go, nodes report status and other pods bind: a pass looks only at the pods it can place."""
+    huge = [make_pod(f"huge-{i}").req(cpu="100").priority(1000).obj() for i in range(10_000)]
+    running = [make_pod(f"low-{i}").req(cpu="1").priority(0).on(f"n{i % 4}", NOW).obj() for i in range(8)]
+    cluster = MemoryCluster(
+        cluster_of([*(make_node(f"n{i}").cap(cpu="8").obj() for i in range(4)), *running, *huge]), NOW
+    )
+    config = SchedulerConfiguration()
+    scheduler = Scheduler(cluster, config, default_profile(config), PreemptionActuator(cluster))
+    first = scheduler.schedule_pending()
+    assert (first.units_tried, first.post_filter) == (10_000, [])
+    for i in range(3):
+        cluster.create(make_node(f"n{i}").cap(cpu="8").obj())  # a status heartbeat: a new resourceVersion
+        cluster.delete_pod(cluster.objects().pods[f"default/low-{i}"], 0)  # room freed
+        cluster.create(make_pod(f"new-{i}").req(cpu="1").obj())
+        cluster.advance(cluster.now() + MAX_BACKOFF)
+        report = scheduler.schedule_pending()
+        assert (report.units_tried, [b.pod for b in report.bindings]) == (1, [f"default/new-{i}"])

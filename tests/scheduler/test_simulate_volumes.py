@@ -40,13 +40,14 @@ def test_a_dump_of_storage_places_pods_as_its_volumes_allow(tmp_path: Path, caps
     scenario = tmp_path / "pods.yaml"
     scenario.write_text(yaml_documents([*nodes, *pods]))
     report = simulate(capsys, str(DUMP), str(scenario))
-    assert report["bindings"] == [{"pod": "default/db", "node": "node-1", "time": NOW}]
+    # `lazy`'s class has a provisioner: the claim is provisioned where its pod goes (the emptier node)
+    assert report["bindings"] == [
+        {"pod": "default/db", "node": "node-1", "time": NOW},
+        {"pod": "default/lazy", "node": "node-0", "time": NOW},
+    ]
     pending = {p["pod"]: p["message"] for p in report["pending"]}
     assert pending["default/far"].startswith(
         "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity."
-    )
-    assert pending["default/lazy"].startswith(
-        "0/2 nodes are available: phalanx-scheduler does not support WaitForFirstConsumer volume binding yet."
     )
     assert pending["default/imm"].startswith(
         "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
@@ -56,7 +57,8 @@ def test_a_dump_of_storage_places_pods_as_its_volumes_allow(tmp_path: Path, caps
 
 def test_a_new_claim_naming_no_class_gets_the_default_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """As the DefaultStorageClass admission plugin on a create: here the default class waits for its first consumer,
-    so the pod waits for a binding Phalanx does not make yet, rather than for the PV controller."""
+    so the scheduler binds the claim, not the PV controller; with no volume and no provisioner, the pod waits for a
+    volume."""
     objects = [
         make_node("n1").obj(),
         make_storage_class("standard").wait_for_first_consumer().default().obj(),
@@ -68,7 +70,7 @@ def test_a_new_claim_naming_no_class_gets_the_default_one(tmp_path: Path, capsys
     report = simulate(capsys, str(scenario))
     (pending,) = report["pending"]
     assert pending["message"].startswith(
-        "0/1 nodes are available: phalanx-scheduler does not support WaitForFirstConsumer volume binding yet."
+        "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind."
     )
 
 
@@ -108,8 +110,10 @@ def test_the_volumes_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert {b["pod"]: b["node"] for b in report["bindings"]} == {
         "default/analytics": "node-2",
         "default/postgres-0": "node-2",
+        "default/scratch": "node-1",
+        "default/logs": "node-1",
     }
     pending = {p["pod"]: p["message"] for p in report["pending"]}
-    assert sorted(pending) == ["default/cache", "default/postgres-1", "default/reports", "default/scratch"]
+    assert sorted(pending) == ["default/cache", "default/postgres-1", "default/reports"]
     assert "2 node(s) didn't match PersistentVolume's node affinity" in pending["default/postgres-1"]
     assert "ReadWriteOncePod access mode already in-use by another pod" in pending["default/reports"]

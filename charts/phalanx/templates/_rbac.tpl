@@ -5,9 +5,11 @@ Names are passed in (they depend on the release), never read from values.
 */}}
 
 {{/*
-Informers list and watch (the volume plugins' claims, volumes, StorageClasses and CSINodes too: read, never
-written); a direct read happens only for a pod whose gate removal lost a race (a PodGroup
-whose status write conflicted waits for its watch instead). Events are only ever created. The native scheduling.k8s.io/v1alpha2
+Informers list and watch (the volume plugins' claims, volumes, StorageClasses and CSINodes too); a direct read
+happens only for a pod whose gate removal lost a race (a PodGroup whose status write conflicted waits for its watch
+instead, and so does a volume or claim whose write did). VolumeBinding's PreBind patches a PersistentVolume's
+claimRef (a static volume bound to a WaitForFirstConsumer claim) and a claim's volume.kubernetes.io/selected-node
+annotation (a volume to provision). Events are only ever created. The native scheduling.k8s.io/v1alpha2
 PodGroups are watched when the cluster serves them; granting them on a cluster that does not is harmless.
 */}}
 {{- define "phalanx.scheduler.clusterRules" -}}
@@ -23,6 +25,9 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
   verbs: [list, watch]
@@ -31,7 +36,7 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
   verbs: [list, watch]
 - apiGroups: [""]
   resources: [persistentvolumeclaims, persistentvolumes]
-  verbs: [list, watch]
+  verbs: [list, watch, patch]
 - apiGroups: [storage.k8s.io]
   resources: [storageclasses, csinodes]
   verbs: [list, watch]
@@ -69,7 +74,7 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
 {{/*
 What `kubectl phalanx explain|status` reads (phalanx/kubectl/live.py): one LIST of each kind the scheduler
 reads (native scheduling.k8s.io/v1alpha2 PodGroups where the cluster serves them), the namespace asked
-about, and the scheduler's ConfigMap (its configuration). Only get and list: the plugin writes nothing, and
+about (and every namespace, whose labels a namespaceSelector reads), and the scheduler's ConfigMap (its configuration). Only get and list: the plugin writes nothing, and
 lists only, never watches. Call with (dict "configMap" <name>).
 */}}
 {{- define "phalanx.viewer.clusterRules" -}}
@@ -78,7 +83,7 @@ lists only, never watches. Call with (dict "configMap" <name>).
   verbs: [list]
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [get]
+  verbs: [get, list]
 - apiGroups: [""]
   resources: [configmaps]
   resourceNames: [{{ .configMap }}]

@@ -9,13 +9,15 @@ for all of them alike: ordering per object, coalescing, retries, the leader chec
 Every write is idempotent, so a restarted scheduler may replay it: a Binding of a pod already bound answers
 where it went, deletions carry a UID precondition and take "already gone" as done, a gate removal is a JSON
 patch guarded by a `test` of the gate list, a PodGroup condition a merge patch guarded by resourceVersion,
-and a condition that would change nothing is not sent. Adding a kind of write is adding a class here and
+a volume's claimRef and a claim's selected node merge patches guarded by resourceVersion and not sent when
+already so, and a condition that would change nothing is not sent. Adding a kind of write is adding a class here and
 the `Cluster` method that makes it (`cluster.py`).
 """
 
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -29,9 +31,20 @@ from kubernetes import client
 from kube.errors import ApiError, Conflict, Invalid, NotFound
 from kube.transport import JSON
 from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.node import Node
+from scheduler.api.persistent_volume import PersistentVolume, bound_to_claim
+from scheduler.api.persistent_volume_claim import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    PersistentVolumeClaim,
+    with_selected_node,
+)
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, PodGroup
 from scheduler.cluster.kube.hold import PreemptionHold
+from scheduler.framework.storage import PodVolumes
+from scheduler.plugins.volume_binding import node_fits
 
 log = structlog.get_logger(__name__)
 
@@ -42,10 +55,26 @@ REPORTING_CONTROLLER = "scheduling.phalanx.dev/scheduler"
 ALREADY_ASSIGNED = re.compile(r'is already assigned to node \\?"([^"\\]+)\\?"')
 EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
 EVENT_NOTE_LIMIT = 1024
+BIND_TIMEOUT_SECONDS = 600.0
+"""How long a pod's claims may take to be bound before its Binding is given up (kube-scheduler's
+`VolumeBindingArgs.bindTimeoutSeconds` default)."""
+BIND_POLL_SECONDS = 0.2
+"""How often a `ClaimBinding` looks at the informers' copies while it waits (kube-scheduler: each second)."""
+NEWER_WAIT_SECONDS = 3.0
+"""How long a write that lost a race (409) waits for the watch to deliver the newer object."""
 
 
 class NotSent(Exception):
     """A call was not sent: what it follows was refused, it could only be refused, or stopping began first."""
+
+
+class Failed(Exception):
+    """A call that did not go through for a reason of its own, not an API answer (volumes not bound in time, a
+    binding undone): `answer` says why in one line, as an `ApiError`'s does, and the call is refused with it."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__(answer)
+        self.answer = answer
 
 
 class Order(Enum):
@@ -88,6 +117,26 @@ class Wire(Protocol):
 
     def event(self, regarding: ApiModel, event_type: str, reason: str, note: str) -> None:
         """Record an Event (an `EventCall`)."""
+
+    def stored(self, kind: str, key: str) -> Any:
+        """The informer's copy of an object (`pods`, `nodes`, `persistentvolumes`, `persistentvolumeclaims`), by the
+        key `ClusterObjects` files it under, or None."""
+
+    def pause(self, seconds: float) -> bool:
+        """Wait `seconds`; False as soon as stopping began (the caller gives up)."""
+
+
+def version(obj: ApiModel | dict[str, Any] | None) -> int:
+    """resourceVersion as a number (of a model, or of the JSON a write returned): opaque by contract, an etcd
+    revision in every real server."""
+    if isinstance(obj, dict):
+        value = (obj.get("metadata") or {}).get("resourceVersion")
+    else:
+        value = getattr(getattr(obj, "metadata", None), "resource_version", None)
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
 
 
 def pod_path(pod: Pod) -> str:
@@ -179,6 +228,22 @@ class Call:
 
     def refused(self, wire: Wire, err: BaseException) -> None:
         """After it was refused (or not sent: `err` is then the reason)."""
+
+    def shows_volume(self, name: str, volume: PersistentVolume) -> PersistentVolume:
+        """A PersistentVolume this call writes (`volume_names`), as it shows while the call is in flight."""
+        return volume
+
+    def shows_claim(self, key: str, claim: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        """A PersistentVolumeClaim this call writes (`claim_keys`), as it shows while the call is in flight."""
+        return claim
+
+    def volume_names(self) -> tuple[str, ...]:
+        """The PersistentVolumes it writes besides its own object (a `ClaimBinding`'s), shown by the view."""
+        return ()
+
+    def claim_keys(self) -> tuple[str, ...]:
+        """The PersistentVolumeClaims it writes besides its own object, shown by the view."""
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +340,7 @@ class Binding(Call):
         return isinstance(older, PodScheduled)
 
     def follows(self, earlier: Call) -> Order:
-        if isinstance(earlier, GateRemoval):
+        if isinstance(earlier, GateRemoval | ClaimBinding):
             return Order.REQUIRES
         if isinstance(earlier, PodScheduled):
             return Order.AFTER
@@ -313,6 +378,193 @@ class Binding(Call):
         if isinstance(err, ApiError):
             log.warning("binding failed", pod=self.key, node=self.node, status=err.status or err.answer)
             wire.event(self.pod, "Warning", "FailedScheduling", f"Binding rejected: {err.answer}")
+
+
+def fully_bound(claim: PersistentVolumeClaim) -> bool:
+    """`isPVCFullyBound`: it names its volume and the PV controller finished binding it."""
+    return bool(claim.spec.volume_name) and ANN_BIND_COMPLETED in claim.metadata.annotations
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBinding(Call):
+    """PreBind for a pod's claims to bind (kube-scheduler's `BindPodVolumes`): each chosen volume's claimRef set to
+    its claim (with `pv.kubernetes.io/bound-by-controller`), each claim to provision annotated
+    `volume.kubernetes.io/selected-node`, then a wait until the PV controller (and the provisioner) bound them all.
+
+    It is keyed on the pod, so the pod's Binding, made right after, follows it in the pod's order and is sent only
+    once it went through (`Order.REQUIRES`); meanwhile the Binding shows the pod on its node (its room held, as
+    upstream's assumed pod during PreBind), and this call shows the volumes claimed and the claims annotated, so no
+    pass gives them to another pod. Each write is a merge patch guarded by the resourceVersion the pass saw (as
+    upstream's Update of its assumed copy): on a 409 it is sent again on the newer object the watch brings, if that
+    one is still free for the claim. The wait reads the informers (upstream's `checkBindings`, every
+    `BIND_POLL_SECONDS`): a binding undone (a claimRef reset, a selected node removed by a provisioner that failed),
+    the pod gone, or `timeout` passed refuses the call, and the Binding with it; the writes are left as they are, as
+    upstream leaves them, and the next attempt finds the volume pre-bound to the claim, or the claim's node chosen.
+    """
+
+    pod: Pod = field(compare=False)
+    node: str = ""
+    volumes: PodVolumes = field(compare=False, default_factory=PodVolumes)
+    timeout: float = BIND_TIMEOUT_SECONDS
+
+    operation: ClassVar[str] = "bind_volumes"
+    lane: ClassVar[str] = "volumes"
+    told: ClassVar[bool] = True
+
+    def repeats(self, older: Call, done: bool) -> bool:
+        return isinstance(older, ClaimBinding)
+
+    def follows(self, earlier: Call) -> Order:
+        if isinstance(earlier, GateRemoval):
+            return Order.REQUIRES
+        if isinstance(earlier, PodScheduled):
+            return Order.AFTER
+        return Order.FREE
+
+    def volume_names(self) -> tuple[str, ...]:
+        return tuple(volume.metadata.name for _, volume in self.volumes.bindings)
+
+    def claim_keys(self) -> tuple[str, ...]:
+        return tuple(claim.key for claim in self.volumes.provisions)
+
+    def shows_volume(self, name: str, volume: PersistentVolume) -> PersistentVolume:
+        claim = next((c for c, v in self.volumes.bindings if v.metadata.name == name), None)
+        if claim is None or volume.spec.claim_ref is not None:
+            return volume  # claimed already: by this claim, or by another, which the write finds out
+        return bound_to_claim(volume, claim)
+
+    def shows_claim(self, key: str, claim: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        if claim.spec.volume_name or ANN_SELECTED_NODE in claim.metadata.annotations:
+            return claim
+        return with_selected_node(claim, self.node)
+
+    def send(self, wire: Wire) -> Any:
+        written: dict[tuple[str, str], int] = {}
+        for claim, volume in self.volumes.bindings:
+            written["persistentvolumes", volume.metadata.name] = self._bind(wire, claim, volume)
+        for claim in self.volumes.provisions:
+            written["persistentvolumeclaims", claim.key] = self._select(wire, claim)
+        deadline = time.monotonic() + self.timeout
+        while not self._bound(wire, written):
+            if time.monotonic() >= deadline:
+                raise Failed("binding volumes: context deadline exceeded")
+            if not wire.pause(BIND_POLL_SECONDS):
+                raise NotSent("stopping")
+        return None
+
+    def _bind(self, wire: Wire, claim: PersistentVolumeClaim, volume: PersistentVolume) -> int:
+        """The volume's claimRef set to the claim; the resourceVersion written (0: it was already)."""
+        seen = volume
+        path = f"/api/v1/persistentvolumes/{volume.metadata.name}"
+        while True:
+            wanted = bound_to_claim(seen, claim)
+            if wanted is seen:
+                return 0
+            metadata: dict[str, Any] = {"resourceVersion": seen.metadata.resource_version}
+            if ANN_BOUND_BY_CONTROLLER in wanted.metadata.annotations:
+                metadata["annotations"] = {
+                    ANN_BOUND_BY_CONTROLLER: wanted.metadata.annotations[ANN_BOUND_BY_CONTROLLER]
+                }
+            ref = wanted.spec.claim_ref.model_dump(by_alias=True, exclude_none=True) if wanted.spec.claim_ref else None
+            body = {"metadata": metadata, "spec": {"claimRef": ref}}
+            try:
+                return version(wire.request(self, client.CoreV1Api.patch_persistent_volume, path, body, MERGE_PATCH))
+            except Conflict:
+                newer = self._newer(wire, "persistentvolumes", volume.metadata.name, seen)
+                if newer is None or (newer.spec.claim_ref is not None and not newer.bound_to(claim)):
+                    raise
+                seen = newer
+
+    def _select(self, wire: Wire, claim: PersistentVolumeClaim) -> int:
+        """The claim annotated with the node; the resourceVersion written (0: it was already)."""
+        seen = claim
+        meta = claim.metadata
+        path = f"/api/v1/namespaces/{meta.namespace or 'default'}/persistentvolumeclaims/{meta.name}"
+        while True:
+            if seen.metadata.annotations.get(ANN_SELECTED_NODE) == self.node:
+                return 0
+            body = {
+                "metadata": {
+                    "resourceVersion": seen.metadata.resource_version,
+                    "annotations": {ANN_SELECTED_NODE: self.node},
+                }
+            }
+            try:
+                return version(
+                    wire.request(
+                        self, client.CoreV1Api.patch_namespaced_persistent_volume_claim, path, body, MERGE_PATCH
+                    )
+                )
+            except Conflict:
+                newer = self._newer(wire, "persistentvolumeclaims", claim.key, seen)
+                if newer is None or newer.spec.volume_name or ANN_SELECTED_NODE in newer.metadata.annotations:
+                    raise
+                seen = newer
+
+    @staticmethod
+    def _newer(wire: Wire, kind: str, key: str, seen: Any) -> Any:
+        """After a 409: the object as the watch delivers it once newer than `seen`, or None (gone, or not in time)."""
+        deadline = time.monotonic() + NEWER_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            current = wire.stored(kind, key)
+            if current is None:
+                return None
+            if version(current) > version(seen):
+                return current
+            if not wire.pause(BIND_POLL_SECONDS / 4):
+                return None
+        return None
+
+    def _bound(self, wire: Wire, written: dict[tuple[str, str], int]) -> bool:
+        """`checkBindings` on the informers' copies: True once every claim is bound; raises `Failed` when a binding
+        was undone or can no longer hold."""
+        node: Node | None = wire.stored("nodes", self.node)
+        if node is None:
+            raise Failed(f'binding volumes: failed to get node "{self.node}": node "{self.node}" not found')
+        pod: Pod | None = wire.stored("pods", self.key)
+        if pod is None or pod.metadata.uid != self.pod.metadata.uid:
+            raise Failed("binding volumes: pod does not exist any more")
+        for claim, chosen in self.volumes.bindings:
+            name = chosen.metadata.name
+            volume: PersistentVolume | None = wire.stored("persistentvolumes", name)
+            current: PersistentVolumeClaim | None = wire.stored("persistentvolumeclaims", claim.key)
+            if volume is None or current is None:
+                gone = f'persistentvolume "{name}"' if volume is None else f'persistentvolumeclaim "{claim.key}"'
+                raise Failed(f"binding volumes: failed to check binding: {gone} not found")
+            if version(volume) < written["persistentvolumes", name]:
+                return False  # the watch has not brought our write yet
+            if not node_fits(volume, node):
+                raise Failed(f'binding volumes: pv "{name}" node affinity doesn\'t match node "{self.node}"')
+            if volume.spec.claim_ref is None or not volume.spec.claim_ref.uid:
+                raise Failed(f'binding volumes: ClaimRef got reset for pv "{name}"')
+            if not fully_bound(current):
+                return False
+        for claim in self.volumes.provisions:
+            current = wire.stored("persistentvolumeclaims", claim.key)
+            if current is None:
+                raise Failed(f'binding volumes: failed to check provisioning pvc: "{claim.key}" not found')
+            if version(current) < written["persistentvolumeclaims", claim.key]:
+                return False
+            if not current.metadata.annotations:
+                raise Failed(f'binding volumes: selectedNode annotation reset for PVC "{claim.metadata.name}"')
+            if current.metadata.annotations.get(ANN_SELECTED_NODE) != self.node:
+                raise Failed(f'binding volumes: provisioning failed for PVC "{claim.metadata.name}"')
+            if current.spec.volume_name:
+                volume = wire.stored("persistentvolumes", current.spec.volume_name)
+                if volume is None:
+                    return False  # not in the cache yet: the next look finds it
+                if not node_fits(volume, node):
+                    raise Failed(
+                        f'binding volumes: pv "{volume.metadata.name}" node affinity doesn\'t match node "{self.node}"'
+                    )
+            if not fully_bound(current):
+                return False
+        return True
+
+    def refused(self, wire: Wire, err: BaseException) -> None:
+        if isinstance(err, ApiError | Failed):
+            note = f'running PreBind plugin "VolumeBinding": {err.answer}'
+            wire.event(self.pod, "Warning", "FailedScheduling", note)
 
 
 @dataclass(frozen=True, slots=True)

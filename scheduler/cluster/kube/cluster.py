@@ -26,14 +26,17 @@ from typing import Any
 
 from kubernetes import client
 
+from kube.informer import Informer
 from kube.transport import JSON, Transport
 from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.wire import prune
 from scheduler.cluster.kube.calls import (
+    BIND_TIMEOUT_SECONDS,
     Binding,
     Call,
+    ClaimBinding,
     Deletion,
     EventCall,
     GateRemoval,
@@ -43,13 +46,15 @@ from scheduler.cluster.kube.calls import (
     PodGroupCondition,
     PodScheduled,
     merge_condition,
+    version,
 )
 from scheduler.cluster.kube.dispatcher import Dispatcher, NotLeader
 from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.lanes import Stopped
-from scheduler.cluster.kube.view import KubeView, version
+from scheduler.cluster.kube.view import KubeView
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
 from scheduler.framework.ledger import Ledger
+from scheduler.framework.storage import PodVolumes
 from scheduler.framework.unit_key import group_unit
 
 __all__ = ["KubeCluster", "NotLeader"]
@@ -68,11 +73,14 @@ class KubeCluster:
         binding_workers: int = 16,
         preemption_workers: int = 32,
         best_effort_hold_seconds: float = 5.0,
+        volume_bind_timeout_seconds: float = BIND_TIMEOUT_SECONDS,
     ) -> None:
         self.api = api
         self.identity = identity or f"phalanx-{uuid.uuid4().hex[:8]}"
         self.may_write = may_write
         self.request_timeout_seconds = request_timeout_seconds
+        self.volume_bind_timeout_seconds = volume_bind_timeout_seconds
+        """How long a pod's claims may take to be bound before its Binding is given up (`ClaimBinding`)."""
         self.ledger: Ledger[Call] = Ledger()
         self.hold = PreemptionHold(best_effort_hold_seconds)
         self.view = KubeView(api, self.ledger, self.hold, watch_timeout_seconds, request_timeout_seconds, on_relist)
@@ -166,6 +174,18 @@ class KubeCluster:
     def bound(self, key: str) -> bool:
         return self.view.bound(key)
 
+    def stored(self, kind: str, key: str) -> Any:
+        informers: dict[str, Informer[Any]] = {
+            "pods": self.view.pods,
+            "nodes": self.view.nodes,
+            "persistentvolumes": self.view.volumes,
+            "persistentvolumeclaims": self.view.claims,
+        }
+        return informers[kind].get(key)
+
+    def pause(self, seconds: float) -> bool:
+        return not self.dispatcher.stopping.wait(seconds)
+
     def model(self, call: Call, sent: Any) -> Any:
         """What a call's `send` returned, with the object the server wrote parsed as the view shows it (in the
         worker: an answer our models cannot read fails that write, not a pass)."""
@@ -182,6 +202,21 @@ class KubeCluster:
         """Shown on the node now, sent by a binding worker after the pod's gate removal (kube-scheduler's
         binding cycle). A Binding refused for good leaves the ledger: the pod is pending again."""
         self.dispatcher.add(Binding(object_key(pod), unit or unit_of(pod), pod=pod, node=node_name))
+
+    def bind_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes, unit: str | None = None) -> None:
+        """Shown at once (the volumes claimed, the claims annotated); sent by a volume worker, which then waits for the
+        PV controller (`ClaimBinding`). The pod's Binding, made next, is sent once it went through."""
+        if not self.may_write():
+            raise NotLeader("bind_volumes")
+        call = ClaimBinding(
+            object_key(pod),
+            unit or unit_of(pod),
+            pod=pod,
+            node=node_name,
+            volumes=volumes,
+            timeout=self.volume_bind_timeout_seconds,
+        )
+        self.dispatcher.add(call)
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Shown without the gate now; sent by a gate worker (one patch per gang member, sent synchronously,

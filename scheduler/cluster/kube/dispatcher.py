@@ -6,14 +6,15 @@ kube-scheduler's `api_dispatcher`, for our calls (`calls.py`):
   view shows it at once, and leaves it with its result: done (and, once the informer shows it, gone),
   refused (the server's answer kept for the runner, naming the unit the write was for), or superseded.
 - **Per-object order.** A call that must wait for an earlier one on the same object waits for it, and is
-  not sent at all if that one was refused when it requires it: a Binding after its pod's gate removal
-  (and after a PodScheduled write on the wire), a victim's deletion after its DisruptionTarget. So a
-  Binding is never sent for a pod whose gate removal was just refused.
+  not sent at all if that one was refused when it requires it: a Binding after its pod's gate removal and
+  its volumes' binding (and after a PodScheduled write on the wire), a victim's deletion after its
+  DisruptionTarget. So a Binding is never sent for a pod whose gate removal was just refused, nor before its
+  claims are bound.
 - **Coalescing.** A newer call for an object whose earlier call is still queued takes its place (the newest
   PodScheduled message, the newest nomination), and a Binding drops a PodScheduled=False still queued.
 - **Bounded workers.** Each kind of call has its lane of workers (`lanes.py`), so no kind waits behind
-  another: Bindings, gate removals, preemption writes, PodScheduled conditions, PodGroup conditions,
-  min-runtime starts, Events. A follow-on runs in the worker that finished what it followed, when both are
+  another: Bindings, volume bindings, gate removals, preemption writes, PodScheduled conditions, PodGroup
+  conditions, min-runtime starts, Events. A follow-on runs in the worker that finished what it followed, when both are
   of the same lane (a victim's deletion right after its DisruptionTarget, not behind every other victim's).
 - **Retries and the Lease.** Each request is retried on `TooManyRequests` and `Unavailable` with jittered
   backoff, and sent only while this replica leads (an owed call also once stopping).
@@ -36,7 +37,7 @@ import structlog
 from kube.backoff import call_with_retry
 from kube.errors import ApiError, api_error
 from kube.transport import JSON, Transport
-from scheduler.cluster.kube.calls import Call, EventCall, NotSent, Order
+from scheduler.cluster.kube.calls import Call, EventCall, Failed, NotSent, Order
 from scheduler.cluster.kube.lanes import Lane, LaneFull, Lanes, LaneStopped, Stopped
 from scheduler.framework.cluster import PassAborted
 from scheduler.framework.ledger import Entry, Ledger, Refusal, State
@@ -45,6 +46,7 @@ log = structlog.get_logger(__name__)
 
 LANES = (
     ("bindings", 16, None),
+    ("volumes", 32, None),
     ("gate-removals", 4, None),
     ("preemption", 32, None),
     ("podgroup-conditions", 1, None),
@@ -52,12 +54,14 @@ LANES = (
     ("pod-conditions", 1, None),
     ("events", 16, 10_000),
 )
-"""Lane, workers, queue limit. One worker for PodGroup conditions keeps the conditions written to a group in
-order; one for PodScheduled writes (they only inform); four for min-runtime starts, apart from the conditions:
-200 gangs starting at once queued 400 writes on one thread, and a start written seconds late leaves its gang
-without protection meanwhile. As many for Events as for Bindings: each Binding is followed by its `Scheduled`
-Event, and Events need no order. With one worker, a 10,000-node stream of ~300 pods a second filled the lane and
-dropped ~230 Events a second, three in four (issue 23)."""
+"""Lane, workers, queue limit. A volume worker waits for the PV controller (and a provisioner) to bind a pod's claims,
+seconds or, with no provisioner running, until the bind timeout: 32 pods' claims wait at once, the next ones queue
+behind them (their pods held on their nodes all the while). One worker for PodGroup conditions keeps the conditions
+written to a group in order; one for PodScheduled writes (they only inform); four for min-runtime starts, apart from
+the conditions: 200 gangs starting at once queued 400 writes on one thread, and a start written seconds late leaves
+its gang without protection meanwhile. As many for Events as for Bindings: each Binding is followed by its
+`Scheduled` Event, and Events need no order. With one worker, a 10,000-node stream of ~300 pods a second filled the
+lane and dropped ~230 Events a second, three in four (issue 23)."""
 
 
 DROPS_LOGGED_EVERY_SECONDS = 10.0
@@ -79,6 +83,8 @@ def log_failed(event: str, exc: BaseException, **fields: str) -> None:
         log.debug(event, error=type(exc).__name__, **fields)
     elif isinstance(exc, ApiError):
         log.warning(event, error=str(exc.status) if exc.status else exc.answer, **fields)
+    elif isinstance(exc, Failed):
+        log.warning(event, error=exc.answer, **fields)
     else:
         log.error(event, error=type(exc).__name__, exc_info=exc, **fields)
 
@@ -267,7 +273,7 @@ class Dispatcher:
         refusal = None
         if not isinstance(exc, NotLeader | NotSent) and not call.quiet:
             err = api_error(exc)
-            answer = err.answer if err is not None else f"{type(exc).__name__}"
+            answer = err.answer if err is not None else exc.answer if isinstance(exc, Failed) else type(exc).__name__
             refusal = Refusal(call.operation, call.key, call.unit, answer, told=call.told)
         with self.ledger.lock:  # one step: a call made meanwhile finds this one in flight or refused, never neither
             entry.state = State.REFUSED

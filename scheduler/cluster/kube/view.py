@@ -25,7 +25,7 @@ from kube.errors import ApiError, translated
 from kube.informer import Informer
 from kube.transport import read_json
 from scheduler.api.csi import CSINode
-from scheduler.api.meta import ApiModel
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.persistent_volume import PersistentVolume
@@ -37,7 +37,7 @@ from scheduler.api.queue import Queue
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.wire import prune
 from scheduler.api.workload import Workload
-from scheduler.cluster.kube.calls import Binding, Call, Deletion
+from scheduler.cluster.kube.calls import Binding, Call, Deletion, version
 from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.framework.cluster import ClusterObjects, object_key
 from scheduler.framework.ledger import Entry, Ledger, State
@@ -46,19 +46,6 @@ SCHEDULING_CONDITIONS = ("DisruptionTarget",)
 """The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
 True transition, which comes with the Binding); its False reason and message are ours, written to
 inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
-
-
-def version(obj: ApiModel | dict[str, Any] | None) -> int:
-    """resourceVersion as a number (of a model, or of the JSON a write returned): opaque by contract, an etcd
-    revision in every real server."""
-    if isinstance(obj, dict):
-        value = (obj.get("metadata") or {}).get("resourceVersion")
-    else:
-        value = getattr(getattr(obj, "metadata", None), "resource_version", None)
-    try:
-        return int(value or 0)
-    except ValueError:
-        return 0
 
 
 def same_for_scheduling(old: Pod, new: Pod) -> bool:
@@ -124,6 +111,10 @@ class KubeView:
         self._pods_mark = 0
         self._overlaid: frozenset[str] = frozenset()
         """The pods the last `objects()` showed as writes in flight made them: the next reads them again."""
+        self._storage_shown: dict[tuple[str, str], tuple[Call, Any, Any]] = {}
+        """Per storage object a call in flight writes (a `ClaimBinding`'s volumes and claims): the call, the informer's
+        copy and what was shown, so an unchanged overlay is the same object in every `objects()` (a new one each
+        pass would be a storage change to the queue's hints, and wake every parked unit)."""
         core: Any = client.CoreV1Api(api)
         custom: Any = client.CustomObjectsApi(api)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -164,6 +155,7 @@ class KubeView:
             "storageclasses", storage.list_storage_class, StorageClass
         )
         self.csi_nodes: Informer[CSINode] = informer("csinodes", storage.list_csi_node, CSINode)
+        self.namespaces: Informer[Namespace] = informer("namespaces", core.list_namespace, Namespace)
         # Our CRDs may be applied after the scheduler starts: until then, empty.
         self.pod_groups: Informer[PodGroup] = informer(
             "podgroups", custom_list(GROUP, VERSION, "podgroups"), PodGroup, True
@@ -189,6 +181,7 @@ class KubeView:
                 self.volumes,
                 self.storage_classes,
                 self.csi_nodes,
+                self.namespaces,
                 self.pod_groups,
                 self.native_pod_groups,
                 self.workloads,
@@ -229,6 +222,8 @@ class KubeView:
             and (self._echo(old, new) or same_for_scheduling(old, new))
         ):
             return
+        if kind == "namespaces" and old is not None and new is not None and old.labels == new.labels:
+            return  # only a Namespace's labels are read (a namespaceSelector's), not its phase or finalizers
         self.changed.set()
 
     def _echo(self, old: Pod, new: Pod) -> bool:
@@ -274,12 +269,14 @@ class KubeView:
         echoes: dict[str, int] = {}
         bound: dict[str, str] = {}
         victims: dict[str, str] = {}
+        writing: list[Call] = []
         with self.ledger.lock:
             for slot, entries in list(self.ledger.items()):
                 kind, _, key = slot.partition("/")
                 cached = pods if kind == "pods" else groups
                 shown = self._show(slot, cached.get(key), entries)
                 victims.update((key, e.call.unit) for e in self.ledger.entries(slot) if isinstance(e.call, Deletion))
+                writing += [e.call for e in self.ledger.entries(slot) if e.call.volume_names() or e.call.claim_keys()]
                 if shown is not None:
                     cached[key] = shown
                     if kind == "pods":
@@ -293,6 +290,7 @@ class KubeView:
             for slot in [s for s in self._shown if not self.ledger.entries(s)]:
                 del self._shown[slot]
         self._echoes, self._bound, self._overlaid = echoes, bound, frozenset(overlaid)
+        claims, volumes = self._storage(writing)
         return ClusterObjects(
             nodes=nodes,
             pods=pods,
@@ -301,10 +299,11 @@ class KubeView:
             queues=self.queues.items(),
             priority_classes=self.priority_classes.items(),
             pdbs=self.pdbs.items(),
-            persistent_volume_claims=self.claims.items(),
-            persistent_volumes=self.volumes.items(),
+            persistent_volume_claims=claims,
+            persistent_volumes=volumes,
             storage_classes=self.storage_classes.items(),
             csi_nodes=self.csi_nodes.items(),
+            namespaces=self.namespaces.items(),
             victims_in_flight=victims,
             pod_feed=self.pods,
             pod_mark=mark,
@@ -312,6 +311,32 @@ class KubeView:
             node_feed=self.nodes,
             node_mark=node_mark,
         )
+
+    def _storage(self, writing: list[Call]) -> tuple[dict[str, PersistentVolumeClaim], dict[str, PersistentVolume]]:
+        """The claims and volumes informers' copies, with what the calls in flight write to them shown (the volumes
+        a `ClaimBinding` claims, the claims it annotates): the next passes give them to no other pod."""
+        claims, volumes = self.claims.items(), self.volumes.items()
+        shown: dict[tuple[str, str], tuple[Call, Any, Any]] = {}
+        for call in writing:
+            for kind, table, keys in (
+                ("persistentvolumes", volumes, call.volume_names()),
+                ("persistentvolumeclaims", claims, call.claim_keys()),
+            ):
+                for key in keys:
+                    cached: Any = table.get(key)
+                    if cached is None:
+                        continue
+                    kept = self._storage_shown.get((kind, key))
+                    if kept is not None and kept[0] is call and kept[1] is cached:
+                        made = kept[2]
+                    elif kind == "persistentvolumes":
+                        made = call.shows_volume(key, cached)
+                    else:
+                        made = call.shows_claim(key, cached)
+                    table[key] = made
+                    shown[kind, key] = (call, cached, made)
+        self._storage_shown = shown
+        return claims, volumes
 
     def _pods_now(self) -> tuple[dict[str, Pod], int]:
         """The pods informer's cache, as the last copy brought up to date (with the pods it overlaid read again),

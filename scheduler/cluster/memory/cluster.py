@@ -9,6 +9,12 @@ does, so readers holding old objects see a consistent past. Every pod write is n
 the kube back end's informer numbers its changes), so a pass compares only the pods written since the last
 one. Bindings, events and preemptions (a pod deleted while it carried a `DisruptionTarget` condition) are
 recorded for the simulation report.
+
+It also plays the PV controller and the provisioners, at once: a volume the scheduler binds to a claim
+(`bind_volumes`) binds the claim to it, and a claim it asks to provision on a node gets a new volume there
+(`pvc-<claim uid>`, of the claim's size, modes and class, a CSI volume of the provisioner when it names a CSI
+driver, usable from that node only: its `kubernetes.io/hostname`, as a local provisioner's) and is bound to it.
+Every class that names a provisioner is taken to have one running.
 """
 
 from __future__ import annotations
@@ -22,15 +28,35 @@ import structlog
 
 from kube.marks import ChangeMarks
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
-from scheduler.api.pod import Pod
+from scheduler.api.persistent_volume import (
+    CSIPersistentVolumeSource,
+    PersistentVolume,
+    PersistentVolumeSpec,
+    PersistentVolumeStatus,
+    VolumeNodeAffinity,
+    bound_to_claim,
+    claim_reference,
+)
+from scheduler.api.persistent_volume_claim import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    STORAGE,
+    PersistentVolumeClaim,
+    with_selected_node,
+)
+from scheduler.api.pod import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.cluster import ClusterObjects, WriteRefused, object_key, storage_table
 from scheduler.framework.ledger import Ledger
+from scheduler.framework.storage import PodVolumes
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_GRACE_SECONDS = 30
+HOSTNAME = "kubernetes.io/hostname"
+ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +152,8 @@ class MemoryCluster:
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, obj: ApiModel) -> None:
-        """Add (or replace) a node, pod, PodGroup or storage object (a claim, volume, StorageClass, CSINode), as
-        `kubectl apply` would: arrivals in a what-if."""
+        """Add (or replace) a node, pod, PodGroup, Namespace or storage object (a claim, volume, StorageClass,
+        CSINode), as `kubectl apply` would: arrivals in a what-if."""
         self._version += 1
         obj.metadata.resource_version = str(self._version)  # type: ignore[attr-defined]
         if isinstance(obj, Node):
@@ -138,6 +164,8 @@ class MemoryCluster:
             self._objects.pod_groups[obj.key] = obj
         elif (table := storage_table(self._objects, obj)) is not None:
             table[object_key(obj)] = obj
+        elif isinstance(obj, Namespace):
+            self._objects.namespaces[obj.metadata.name] = obj
         else:
             raise TypeError(f"cannot create a {type(obj).__name__}")
 
@@ -179,6 +207,105 @@ class MemoryCluster:
             )
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
+
+    def bind_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes, unit: str | None = None) -> None:
+        """As the Kubernetes back end, with the PV controller and the provisioners done at once (the module
+        docstring). A volume gone is refused as the API server refuses it, and so is one claimed by another claim by
+        now (kube-apiserver's 409 on the resourceVersion the pass saw; the Kubernetes back end sends it again only
+        when the newer volume is still free for the claim).
+
+        The storage tables are replaced, not changed: a pass's snapshot shares the tables it was built from, and
+        must see the storage as it was (with what the pass assumed) to its end, as a Kubernetes back end's view."""
+        what = f"bind_volumes {pod.key}"
+        claims = dict(self._objects.persistent_volume_claims)
+        stored = dict(self._objects.persistent_volumes)
+        for claim, volume in volumes.bindings:
+            name = volume.metadata.name
+            current = stored.get(name)
+            if current is None:
+                raise WriteRefused(f'{what}: 404 NotFound: persistentvolumes "{name}" not found')
+            if current.spec.claim_ref is not None and not current.bound_to(claim):
+                raise WriteRefused(
+                    f'{what}: 409 Conflict: Operation cannot be fulfilled on persistentvolumes "{name}": the object '
+                    "has been modified; please apply your changes to the latest version and try again"
+                )
+        for claim in [*(c for c, _ in volumes.bindings), *volumes.provisions]:
+            if claim.key not in claims:
+                raise WriteRefused(f'{what}: 404 NotFound: persistentvolumeclaims "{claim.metadata.name}" not found')
+        for claim, volume in volumes.bindings:
+            stored_claim = claims[claim.key]
+            self._bind_claim(claims, stored, stored_claim, bound_to_claim(stored[volume.metadata.name], stored_claim))
+        for claim in volumes.provisions:
+            annotated = with_selected_node(claims[claim.key], node_name)
+            annotated = annotated.model_copy(update={"metadata": self._bump(annotated.metadata)})
+            self._bind_claim(claims, stored, annotated, self._provision(annotated, node_name))
+        self._objects.persistent_volume_claims = claims
+        self._objects.persistent_volumes = stored
+
+    def _provision(self, claim: PersistentVolumeClaim, node_name: str) -> PersistentVolume:
+        """A volume for `claim` on the node, as its class's provisioner would make it (the module docstring)."""
+        storage_class = self._objects.storage_classes.get(claim.storage_class)
+        provisioner = storage_class.provisioner if storage_class is not None else ""
+        meta = claim.metadata
+        name = f"pvc-{meta.uid}" if meta.uid else f"pvc-{meta.namespace or 'default'}-{meta.name}"
+        node = self._objects.nodes.get(node_name)
+        hostname = node.metadata.labels.get(HOSTNAME) if node is not None else None
+        affinity = None
+        if hostname is not None:
+            requirement = NodeSelectorRequirement(key=HOSTNAME, operator="In", values=[hostname])
+            terms = [NodeSelectorTerm(match_expressions=[requirement])]
+            affinity = VolumeNodeAffinity(required=NodeSelector(node_selector_terms=terms))
+        # A CSI driver's name never holds a "/" (in-tree `kubernetes.io/...` and other provisioners' names do).
+        csi = CSIPersistentVolumeSource(driver=provisioner, volume_handle=name) if "/" not in provisioner else None
+        spec = PersistentVolumeSpec(
+            capacity={STORAGE: claim.spec.resources.requests.get(STORAGE, "0")},
+            access_modes=list(claim.spec.access_modes),
+            storage_class_name=claim.storage_class,
+            claim_ref=claim_reference(claim),
+            node_affinity=affinity,
+            csi=csi,
+            volume_mode=claim.spec.volume_mode,
+        )
+        volume = PersistentVolume(
+            metadata=ObjectMeta(name=name, annotations={ANN_PROVISIONED_BY: provisioner}, creation_timestamp=self._now),
+            spec=spec,
+            status=PersistentVolumeStatus(phase="Pending"),
+        )
+        self._version += 1
+        volume.metadata.resource_version = str(self._version)
+        return volume
+
+    def _bind_claim(
+        self,
+        claims: dict[str, PersistentVolumeClaim],
+        stored: dict[str, PersistentVolume],
+        claim: PersistentVolumeClaim,
+        volume: PersistentVolume,
+    ) -> None:
+        """The PV controller's binding, into the new tables: the volume (its claimRef set already) Bound, the claim
+        bound to it."""
+        stored[volume.metadata.name] = volume.model_copy(
+            update={
+                "metadata": self._bump(volume.metadata),
+                "status": volume.status.model_copy(update={"phase": "Bound"}),
+            }
+        )
+        annotations = {**claim.metadata.annotations, ANN_BIND_COMPLETED: "yes"}
+        if claim.spec.volume_name != volume.metadata.name:
+            annotations.setdefault(ANN_BOUND_BY_CONTROLLER, "yes")
+        claims[claim.key] = claim.model_copy(
+            update={
+                "metadata": self._bump(claim.metadata, annotations=annotations),
+                "spec": claim.spec.model_copy(update={"volume_name": volume.metadata.name}),
+                "status": claim.status.model_copy(
+                    update={
+                        "phase": "Bound",
+                        "access_modes": list(volume.spec.access_modes),
+                        "capacity": dict(volume.spec.capacity),
+                    }
+                ),
+            }
+        )
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         current = self._current(pod)

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from tests.builders import PodWrapper, make_node, make_pod, make_podgroup, make_priority_class
+import pytest
+import yaml
+
+from phalanx.cli import main
+from tests.builders import (
+    PodWrapper,
+    make_namespace,
+    make_node,
+    make_pod,
+    make_podgroup,
+    make_priority_class,
+    yaml_documents,
+)
 from tests.scheduler.scenario import run
 
 HOST = "kubernetes.io/hostname"
@@ -22,6 +35,18 @@ def nodes() -> list[object]:
         make_node("n3").label(ZONE, "b").obj(),
         make_node("n4").obj(),
     ]
+
+
+def namespaces() -> list[object]:
+    """`default` (env=prod), team-a (team=a) and team-b (team=b); `other` has no Namespace object."""
+    return [
+        make_namespace("default").label("env", "prod").obj(),
+        make_namespace("team-a").label("team", "a").obj(),
+        make_namespace("team-b").label("team", "b").obj(),
+    ]
+
+
+TEAM_A = {"matchLabels": {"team": "a"}}
 
 
 @pytest.mark.parametrize(
@@ -84,6 +109,75 @@ def nodes() -> list[object]:
             id="an empty namespaceSelector looks in every namespace",
         ),
         pytest.param(
+            [make_pod("db").ns("team-a").label("app", "db").on("n1")],
+            make_pod("p").pod_affinity(HOST, anti=True, namespace_selector=TEAM_A, app="db"),
+            {"n2", "n3", "n4"},
+            ANTI,
+            id="anti-affinity with a namespaceSelector avoids the pods in the namespaces it selects",
+        ),
+        pytest.param(
+            [make_pod("db").ns("team-b").label("app", "db").on("n1")],
+            make_pod("p").pod_affinity(HOST, anti=True, namespace_selector=TEAM_A, app="db"),
+            {"n1", "n2", "n3", "n4"},
+            None,
+            id="a namespaceSelector does not look in a namespace whose labels it does not match",
+        ),
+        pytest.param(
+            [make_pod("db").ns("team-a").label("app", "db").on("n1")],
+            make_pod("p").pod_affinity(HOST, namespace_selector=TEAM_A, app="db"),
+            {"n1"},
+            AFFINITY,
+            id="affinity with a namespaceSelector joins a pod in a namespace it selects",
+        ),
+        pytest.param(
+            [
+                make_pod("db").ns("other").label("app", "db").on("n1"),
+                make_pod("db").ns("team-a").label("app", "db").on("n3"),
+            ],
+            make_pod("p").pod_affinity(HOST, anti=True, namespaces=["other"], namespace_selector=TEAM_A, app="db"),
+            {"n2", "n4"},
+            ANTI,
+            id="a term looks in the namespaces it lists and those its namespaceSelector selects",
+        ),
+        pytest.param(
+            [make_pod("db").ns("other").label("app", "db").on("n1")],
+            make_pod("p").pod_affinity(
+                HOST,
+                anti=True,
+                namespace_selector={"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]},
+                app="db",
+            ),
+            {"n2", "n3", "n4"},
+            ANTI,
+            id="a namespace without a Namespace object has no labels",
+        ),
+        pytest.param(
+            [
+                make_pod("db")
+                .ns("team-a")
+                .label("app", "db")
+                .pod_affinity(ZONE, anti=True, namespace_selector={"matchLabels": {"env": "prod"}}, app="web")
+                .on("n1")
+            ],
+            make_pod("p").label("app", "web"),
+            {"n3", "n4"},
+            EXISTING,
+            id="a running pod's anti-affinity with a namespaceSelector keeps out the pods of the namespaces it selects",
+        ),
+        pytest.param(
+            [
+                make_pod("db")
+                .ns("team-a")
+                .label("app", "db")
+                .pod_affinity(ZONE, anti=True, namespace_selector={"matchLabels": {"team": "b"}}, app="web")
+                .on("n1")
+            ],
+            make_pod("p").label("app", "web"),
+            {"n1", "n2", "n3", "n4"},
+            None,
+            id="a running pod's anti-affinity with a namespaceSelector lets in the pods of other namespaces",
+        ),
+        pytest.param(
             [],
             make_pod("p").label("app", "web").pod_affinity(ZONE, app="web"),
             {"n1", "n2", "n3"},
@@ -124,7 +218,7 @@ def test_inter_pod_affinity(
 ) -> None:
     """Each node the filter allows is tried with its neighbours full; a rejected node is charged to the rule."""
     for node in ("n1", "n2", "n3", "n4"):
-        objects = [*nodes(), *(r.req(cpu="1").obj() for r in running)]
+        objects = [*nodes(), *namespaces(), *(r.req(cpu="1").obj() for r in running)]
         fillers = [make_pod(f"fill-{n}").req(cpu="8").on(n).obj() for n in ("n1", "n2", "n3", "n4") if n != node]
         outcome = run(*objects, *fillers, pod.req(cpu="1").obj())
         bound = outcome.node_of("p")
@@ -208,17 +302,56 @@ def test_preemption_never_removes_the_pod_an_affinity_needs() -> None:
     assert outcome.node_of("p") is None
 
 
-def test_anti_affinity_in_another_namespace_with_a_namespace_selector_waits_with_a_reason() -> None:
+def test_anti_affinity_in_another_namespace_with_a_namespace_selector_waits_with_kube_schedulers_reason() -> None:
+    """The pod's anti-affinity selects team-a by its labels, where the only node runs a matching pod."""
     outcome = run(
         make_node("n1").obj(),
-        make_pod("p")
-        .req(cpu="1")
-        .pod_affinity(HOST, anti=True, namespace_selector={"matchLabels": {"team": "a"}})
-        .obj(),
+        make_namespace("team-a").label("team", "a").obj(),
+        make_pod("db").ns("team-a").label("app", "db").req(cpu="1").on("n1").obj(),
+        make_pod("p").req(cpu="1").pod_affinity(HOST, anti=True, namespace_selector=TEAM_A, app="db").obj(),
     )
     reason, message = outcome.pending("p") or ("", "")
     assert reason == "Unschedulable"
-    assert message.startswith(
-        "0/1 nodes are available: phalanx-scheduler does not support spec.affinity.podAntiAffinity terms with a "
-        "non-empty namespaceSelector."
-    )
+    assert message.startswith(f"0/1 nodes are available: 1 {ANTI}.")
+
+
+def test_simulate_reads_namespaces_from_a_dump_and_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl get namespaces -o yaml` lists each with the label the API server gives it,
+    `kubernetes.io/metadata.name`; a hand-written Namespace without that label reads the same. Each pod's
+    anti-affinity selects a namespace by its labels and keeps the pod off the node of the pod running there."""
+    dumped = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": "team-a",
+                    "uid": "5e0c4b49-5f4f-4a55-9a43-5b6f0c1d2e3f",
+                    "resourceVersion": "412",
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
+                    "labels": {"kubernetes.io/metadata.name": "team-a", "team": "a"},
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+        ],
+    }
+    team_b = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-b"]}]}
+    objects = [
+        make_node("n1").cap(cpu="4").obj(),
+        make_node("n2").cap(cpu="4").obj(),
+        make_namespace("team-b").obj(),
+        make_pod("a").ns("team-a").label("app", "db").req(cpu="1").on("n1").obj(),
+        make_pod("b").ns("team-b").label("app", "web").req(cpu="1").on("n2").obj(),
+        make_pod("p").req(cpu="1").pod_affinity(HOST, anti=True, namespace_selector=TEAM_A, app="db").obj(),
+        make_pod("q").req(cpu="1").pod_affinity(HOST, anti=True, namespace_selector=team_b, app="web").obj(),
+    ]
+    (tmp_path / "namespaces.yaml").write_text(yaml.safe_dump(dumped))
+    (tmp_path / "pods.yaml").write_text(yaml_documents(objects))
+    code = main(["simulate", "-o", "json", str(tmp_path / "namespaces.yaml"), str(tmp_path / "pods.yaml")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert {b["pod"]: b["node"] for b in report["bindings"]} == {"default/p": "n2", "default/q": "n1"}
