@@ -111,6 +111,10 @@ def prepare(spec: dict) -> None:  # type: ignore[type-arg]
         inside(root, path).write_text(content)
     for mounted in spec["binds"]:
         bind(mounted["source"], inside(root, mounted["target"]), mounted["readOnly"])
+    targets = [Path(mounted["target"]) for mounted in spec["binds"]]
+    for path in spec["expose"]:  # a volume over a parent (the chart's emptyDir on /tmp) must not hide the image
+        if any(Path(path).is_relative_to(target) for target in targets):
+            bind(path, inside(root, path), read_only=True)
     workdir = inside(root, spec["workdir"])
     if not workdir.exists():
         workdir.mkdir(parents=True)
