@@ -25,6 +25,10 @@ our gate from every member in one pass and tries them together. For kube-schedul
 created gated, then the gates are removed all at once, one request per member in parallel: as close
 to one arrival as the API allows from outside the scheduler.
 
+A scenario's `constraint` (`scenario.py`) is written into the preemptor's pods and the running members
+alike (`constrain`), with the label `SET_LABEL` its anti-affinity and spread constraint select; the nodes of
+a spread scenario get their zone in `ZONE_LABEL`.
+
 `settle` waits until every run has stayed unchanged for `QUIET_SECONDS` once its scheduler has either
 bound all of its preemptor's pods or tried them all. Unchanged covers the victims too (marked or gone), so
 a deletion sent after the last binding is counted; and the quiet period outlasts either scheduler's
@@ -43,7 +47,7 @@ from typing import Protocol, TypeVar
 
 from tests.e2e.control_plane import Api, Json, Response, collection_path, wait_for
 from tests.e2e.differential.ranking import Outcome
-from tests.e2e.differential.scenario import Group, Preemptor, Running, Scenario, Toleration
+from tests.e2e.differential.scenario import MAX_SKEW, Group, Preemptor, Running, Scenario, Toleration
 from tests.e2e.objects import NATIVE, PHALANX, SCHEDULER_NAME, Pool, priority_class
 
 KUBE_SCHEDULER = "kube-scheduler"
@@ -65,6 +69,35 @@ QUIET_SECONDS = 5.0
 """How long a run must stay unchanged, once its scheduler bound or tried the preemptor, to count as settled:
 several of either scheduler's longest backoff, so a retry still due is seen."""
 DISRUPTION_TARGET = "DisruptionTarget"
+SET_LABEL = "differential.phalanx.dev/set"
+"""The label of a scenario's constrained pods (the preemptor's and the running members): replicas of one set."""
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOST_PORT = 8080
+
+
+def constrain(doc: Json, constraint: str) -> Json:
+    """A pod of the constrained set: its label, and the constraint (`scenario.CONSTRAINTS`) against that label."""
+    doc["metadata"].setdefault("labels", {})[SET_LABEL] = "replicas"
+    selector = {"matchLabels": {SET_LABEL: "replicas"}}
+    spec = doc["spec"]
+    if constraint == "anti-affinity":
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME_LABEL}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif constraint == "spread":
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": MAX_SKEW,
+                "topologyKey": ZONE_LABEL,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            }
+        ]
+    elif constraint == "host-port":
+        spec["containers"][0]["ports"] = [{"containerPort": HOST_PORT, "hostPort": HOST_PORT, "protocol": "TCP"}]
+    else:
+        raise ValueError(f"unknown constraint {constraint!r}")
+    return doc
 
 
 _probes = itertools.count()
@@ -159,6 +192,9 @@ class Run:
         self.classes.name(scenario.preemptor.priority)
         for cpu in scenario.nodes:
             pool.add_nodes(1, cpu=str(cpu))
+        for node, zone in zip(pool.nodes, scenario.zones, strict=False):
+            reply = pool.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {ZONE_LABEL: zone}}})
+            assert reply.status == 200, reply.message
         for queue in scenario.queues:
             spec = {"parentQueue": self.queue(queue.parent) if queue.parent else None}
             spec |= {"preemptMinRuntime": queue.preempt, "reclaimMinRuntime": queue.reclaim}
@@ -211,6 +247,8 @@ class Run:
             labels=labels,
             scheduler_name=PLACED,
         )
+        if pod.member:
+            constrain(doc, self.scenario.constraint)
         pool.create(doc)
         path = f"/api/v1/namespaces/{pool.namespace}/pods/{pod.name}"
         if group:
@@ -243,8 +281,10 @@ class Run:
         pre, pool = self.scenario.preemptor, self.pool
         cls = self.classes.name(pre.priority)
         scheduler = KUBE_SCHEDULER_NAME if self.native else SCHEDULER_NAME
+        constraint = self.scenario.constraint
         if pre.policy == "pod":
-            return [pool.pod("preemptor", cpu=str(pre.cpu), priority_class=cls, scheduler_name=scheduler)]
+            doc = pool.pod("preemptor", cpu=str(pre.cpu), priority_class=cls, scheduler_name=scheduler)
+            return [constrain(doc, constraint) if constraint else doc]
         pods = [
             pool.pod(
                 name,
@@ -256,6 +296,8 @@ class Run:
             )
             for name in pre.names
         ]
+        if constraint:
+            pods = [constrain(doc, constraint) for doc in pods]
         group = pool.pod_group(
             "preemptor",
             _policy(pre),

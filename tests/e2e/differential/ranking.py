@@ -10,13 +10,21 @@ A `disruptionMode: PodGroup` group is one unit (KEP-5710): preempting any of its
 them, so all of them are counted, whoever preempted. Phalanx always takes such a group whole (docs/DESIGN.md,
 invariant 3); kube-scheduler 1.36.2, preempting for a lone pod node by node, deletes only the member it
 needs and leaves the rest of the unit running, and `compare` says so when it happens.
+
+`broken` checks an outcome against the scenario's placement constraint, on either side: no node holds two
+live pods of the set with a required anti-affinity on `kubernetes.io/hostname`, nor two holding the host
+port; a preemptor pod bound under the spread constraint has its zone at most `MAX_SKEW` above the emptiest
+zone, counted as kube-scheduler's filter counts (every node has a zone label; the pod itself left out of
+the minimum). The minimum counts the preempted members as well: a member preempted for a later pod was
+there when an earlier one was placed, so only a placement illegal at its own time is reported.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
-from tests.e2e.differential.scenario import Scenario
+from tests.e2e.differential.scenario import MAX_SKEW, Scenario
 
 Cost = tuple[int, int, int, int]
 NOTHING: Cost = (0, 0, 0, 0)
@@ -123,13 +131,41 @@ def _criterion(ours: Cost, theirs: Cost) -> str:
     return f"{names[at]} {ours[at]} vs {theirs[at]}"
 
 
-def problems(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> list[str]:
-    """The fuzz's hard checks on Phalanx, whatever the ranking says."""
+def broken(scenario: Scenario, outcome: Outcome) -> list[str]:
+    """The scenario's constraint broken by where the outcome left its pods (see the module's docstring)."""
+    if not scenario.constraint:
+        return []
+    members = {p.name: p.node for p in scenario.running if p.member and p.name not in outcome.preempted}
+    members |= outcome.bound
     found = []
+    if scenario.constraint in ("anti-affinity", "host-port"):
+        per_node = Counter(members.values())
+        for node, count in sorted(per_node.items()):
+            if count > 1:
+                names = sorted(name for name, at in members.items() if at == node)
+                found.append(f"{scenario.constraint}: node {node} holds {names}")
+        return found
+    zones = scenario.zones
+    alive = Counter(zones[node] for node in members.values())
+    gone = Counter(zones[p.node] for p in scenario.running if p.member and p.name in outcome.preempted)
+    for name, node in sorted(outcome.bound.items()):
+        zone = zones[node]
+        before = {z: alive[z] + gone[z] - (z == zone) for z in set(zones)}
+        if alive[zone] - min(before.values()) > MAX_SKEW:
+            found.append(f"spread: {name} on node {node} in {zone}, live members per zone {dict(alive)}")
+    return found
+
+
+def problems(scenario: Scenario, kube: Outcome, phalanx: Outcome) -> list[str]:
+    """The fuzz's hard checks on Phalanx, whatever the ranking says, and kube-scheduler's constraints (a
+    placement of kube-scheduler's that breaks one is a harness error, and excuses Phalanx binding fewer)."""
+    found = [f"broke {b}" for b in broken(scenario, phalanx)]
+    theirs = broken(scenario, kube)
+    found += [f"kube-scheduler broke {b}" for b in theirs]
     if not phalanx.bound and phalanx.preempted:
         found.append(f"preempted {sorted(phalanx.preempted)} but bound nothing")
     if cost(scenario, kube.preempted)[0] == 0 and cost(scenario, phalanx.preempted)[0] > 0:
         found.append("violated a PodDisruptionBudget where kube-scheduler violated none")
-    if len(phalanx.bound) < len(kube.bound):
+    if len(phalanx.bound) < len(kube.bound) and not theirs:
         found.append(f"bound {len(phalanx.bound)} of the preemptor's pods, kube-scheduler {len(kube.bound)}")
     return found

@@ -6,6 +6,13 @@ pod, a basic group or a gang). `protections` adds what kube-scheduler has no equ
 preemption toleration on PriorityClasses and min-runtime on a Queue tree. `random_scenario` draws one
 from a `random.Random`, so a seed reproduces a run; `Scenario.code()` prints it as the Python
 expression that builds it, to be pasted into `tests/e2e/test_differential.py` as a regression case.
+
+Given `constraints`, 30% of the scenarios (`CONSTRAINED_SHARE`) add one of kube-scheduler's placement constraints
+(`CONSTRAINTS`) to the preemptor's pods and to some running pods, its `members`: a required pod
+anti-affinity on `kubernetes.io/hostname` against the members' own label (replicas), a `DoNotSchedule`
+topology spread constraint over a zone label every node gets (`zones`), or a host port. Running members
+start legal (at most one per node for anti-affinity and the port); some of these scenarios leave room, so
+the constraint alone decides, others are full and it shapes the preemption.
 """
 
 from __future__ import annotations
@@ -16,6 +23,11 @@ from typing import Any
 
 PRIORITIES = (10, 20, 30, 50)
 """Few values, so that ties (the arbitrary part of kube-scheduler's order) are common."""
+CONSTRAINTS = ("anti-affinity", "spread", "host-port")
+"""What a scenario's `constraint` may be ("" for none)."""
+CONSTRAINED_SHARE = 0.3
+MAX_SKEW = 1
+"""The spread constraint's `maxSkew`."""
 STARTED_MINUTES = (5, 30, 120)
 """How long ago running pods started: few values, so that equal start times are common too."""
 
@@ -58,6 +70,8 @@ class Running:
     queue: str | None = None
     """A lone pod's queue (label `scheduling.phalanx.dev/queue`)."""
     started_minutes: int = 30
+    member: bool = False
+    """It carries the scenario's `constraint` (and its label), as the preemptor's pods do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +113,10 @@ class Scenario:
     budgets: tuple[Budget, ...] = ()
     queues: tuple[Queue, ...] = ()
     name: str = ""
+    constraint: str = ""
+    """One of `CONSTRAINTS`, on the preemptor's pods and the running `member`s; "" for none."""
+    zones: tuple[str, ...] = ()
+    """Per node, its zone label (a spread constraint's topology); () for no zone label."""
 
     @property
     def protections(self) -> bool:
@@ -135,10 +153,15 @@ def _code(value: Any, depth: int) -> str:
     return repr(value)
 
 
-def random_scenario(rng: random.Random, name: str, protections: bool = False) -> Scenario:
+def random_scenario(
+    rng: random.Random, name: str, protections: bool = False, constraints: tuple[str, ...] = ()
+) -> Scenario:
     """A full (or nearly full) cluster and a preemptor that needs room; `protections` adds toleration and
-    min-runtime. Group members share their group's priority; budgets select lone pods or members."""
+    min-runtime. Group members share their group's priority; budgets select lone pods or members. A share
+    of them (`CONSTRAINED_SHARE`) add one of `constraints` (of `CONSTRAINTS`), about half of those with room left."""
     nodes = tuple(rng.choice((4, 8)) for _ in range(rng.randint(2, 5)))
+    constraint = rng.choice(constraints) if constraints and rng.random() < CONSTRAINED_SHARE else ""
+    fill = 0.5 if constraint and rng.random() < 0.5 else 0.9
     room = list(nodes)
     groups: list[Group] = []
     running: list[Running] = []
@@ -173,7 +196,7 @@ def random_scenario(rng: random.Random, name: str, protections: bool = False) ->
     running = [replace(p, started_minutes=started[p.group or ""]) for p in running]
     count = 0
     for node, capacity in enumerate(nodes):
-        while room[node] > 0 and (room[node] == capacity or rng.random() < 0.9):
+        while room[node] > 0 and (room[node] == capacity or rng.random() < fill):
             cpu = rng.randint(1, min(4, room[node]))
             priority = rng.choice(PRIORITIES)
             running.append(
@@ -197,6 +220,9 @@ def random_scenario(rng: random.Random, name: str, protections: bool = False) ->
         chosen = {p.name for p in rng.sample(free, rng.randint(1, min(3, len(free))))}
         budgets.append(Budget(f"b{b}", len(chosen) - rng.choice((0, 0, 1))))
         running = [replace(p, budget=f"b{b}") if p.name in chosen else p for p in running]
+    zones: tuple[str, ...] = ()
+    if constraint:
+        running, zones = _members(rng, constraint, running, len(nodes))
     return Scenario(
         nodes=nodes,
         running=tuple(running),
@@ -205,7 +231,28 @@ def random_scenario(rng: random.Random, name: str, protections: bool = False) ->
         budgets=tuple(budgets),
         queues=queues,
         name=name,
+        constraint=constraint,
+        zones=zones,
     )
+
+
+def _members(
+    rng: random.Random, constraint: str, running: list[Running], nodes: int
+) -> tuple[list[Running], tuple[str, ...]]:
+    """The running pods that carry `constraint` (legal as placed: anti-affinity and a host port at most one a
+    node), and for a spread constraint the nodes' zones (two or three, each with a node)."""
+    if constraint == "spread":
+        count = min(rng.choice((2, 3)), nodes)
+        zones = [f"zone-{i % count}" for i in range(nodes)]
+        rng.shuffle(zones)
+        chosen = {p.name for p in running if rng.random() < 0.4}
+        return [replace(p, member=p.name in chosen) for p in running], tuple(zones)
+    chosen = set()
+    for node in range(nodes):
+        here = [p.name for p in running if p.node == node]
+        if here and rng.random() < 0.5:
+            chosen.add(rng.choice(here))
+    return [replace(p, member=p.name in chosen) for p in running], ()
 
 
 def _preemptor(rng: random.Random, largest: int, leaves: list[str]) -> Preemptor:
