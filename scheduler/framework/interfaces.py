@@ -20,7 +20,7 @@ from scheduler.api.meta import ApiModel
 from scheduler.framework.cluster import Cluster
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
-from scheduler.framework.snapshot import BoolArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Code, Status
 
 
@@ -85,6 +85,9 @@ class Exclusion:
     needs: tuple[bool, ...]
     holders: frozenset[str]
     capacity: int
+    room: IntArray | None = None
+    """Instead of `capacity`: per node, how many holders and needing members it may keep (topology spread: the
+    node's domain may grow to maxSkew above the smallest); each holder removed gives 1 back."""
 
 
 @dataclass(frozen=True, slots=True)

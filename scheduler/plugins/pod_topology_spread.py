@@ -10,8 +10,11 @@ count, plus one if the pod matches the selector itself, exceeds the smallest dom
 `maxSkew`; with fewer domains than `minDomains` the smallest count is 0. A nil selector matches no pod.
 
 `ScheduleAnyway` constraints, and the cluster-default constraints a pod without any gets, only score nodes
-upstream; they place no limit. Preemption takes the verdict as it stands (`preemption_terms`): a node where
-the pod would break a constraint now is not one it preempts on.
+upstream; they place no limit. Preemption counts, as kube-scheduler's does on the node it considers, the
+matching pods it removes from that node (`preemption_terms`): a node whose domain is too full may still be
+chosen when enough of its matching pods are victims. Members placed on other nodes of the same domain by one
+decision are not counted against each other there; the placement that follows the victims' deletion checks
+them again.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ import numpy as np
 
 from scheduler.api.pod import TopologySpreadConstraint
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import NodeVerdict, PreemptionTerms, as_it_stands
+from scheduler.framework.interfaces import Exclusion, NodeVerdict, PreemptionTerms
 from scheduler.framework.normalize import MAX_NODE_SCORE
-from scheduler.framework.pod_counts import pod_counts
+from scheduler.framework.pod_counts import counted, pod_counts
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.pod_terms import PodTerm, selector_of
-from scheduler.framework.snapshot import BoolArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Code
 from scheduler.framework.topology import domains
 from scheduler.plugins.node_affinity import NodeAffinity
@@ -140,7 +143,71 @@ class PodTopologySpread:
         snapshot: Snapshot,
         removable: Callable[[PodInfo], bool],
     ) -> PreemptionTerms:
-        return as_it_stands(self.filter, state, members, snapshot)
+        """As kube-scheduler's preemption counts them on the node it considers: a member may go where every
+        constraint's key is, and the node's matching pods it must lose are a column (`Exclusion.room`): the node
+        keeps at most maxSkew + the smallest domain's count - its domain's count on other nodes of them, members
+        that match included, and each matching victim removed from it gives one back."""
+        rows = len(snapshot.running)
+        masks = np.ones((len(members), rows), dtype=np.bool_)
+        columns: dict[tuple[object, ...], tuple[IntArray, frozenset[str], list[int]]] = {}
+        for at, member in enumerate(members):
+            constraints = [
+                c for c in member.pod.spec.topology_spread_constraints if c.when_unsatisfiable == "DoNotSchedule"
+            ]
+            if not constraints:
+                continue
+            labelled = np.ones(rows, dtype=np.bool_)
+            for constraint in constraints:
+                labelled &= domains(snapshot, constraint.topology_key).labelled
+            masks[at] &= labelled
+            for constraint in constraints:
+                term = _spread_term(member, constraint)
+                key = (term, constraint.max_skew, constraint.min_domains, self._inclusion(member, constraint))
+                if key not in columns:
+                    columns[key] = (*self._room(state, member, snapshot, constraint, labelled), [])
+                if term.matches(member):
+                    columns[key][2].append(at)
+        exclusions = tuple(
+            Exclusion(needs=tuple(i in needing for i in range(len(members))), holders=holders, capacity=1, room=room)
+            for room, holders, needing in columns.values()
+        )
+        return PreemptionTerms(masks=masks, exclusions=exclusions)
+
+    @staticmethod
+    def _inclusion(pod: PodInfo, constraint: TopologySpreadConstraint) -> object:
+        """What the inclusion policies read of the pod, for telling apart the columns of members alike."""
+        spec = pod.pod.spec
+        affinity = spec.affinity.node_affinity if spec.affinity else None
+        return (
+            constraint.node_affinity_policy,
+            constraint.node_taints_policy,
+            tuple(sorted(spec.node_selector.items())),
+            affinity.model_dump_json() if affinity else None,
+            tuple((t.key, t.operator, t.value, t.effect) for t in spec.tolerations),
+        )
+
+    def _room(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        constraint: TopologySpreadConstraint,
+        labelled: BoolArray,
+    ) -> tuple[IntArray, frozenset[str]]:
+        """Per node, how many matching pods (members included) it may keep, and the matching pods counted."""
+        term = _spread_term(pod, constraint)
+        found = domains(snapshot, constraint.topology_key)
+        eligible = labelled & self._included(state, pod, snapshot, constraint)
+        matching = counted(snapshot, ("PodTopologySpread", term), _counted(term))
+        per_domain = found.totals(matching.counts, eligible)
+        present = np.unique(found.ids[eligible & found.labelled])
+        smallest = int(per_domain[present].min()) if len(present) else 0
+        if constraint.min_domains is not None and len(present) < constraint.min_domains:
+            smallest = 0
+        on_node = np.where(eligible, matching.counts, 0)
+        room = constraint.max_skew + smallest - (found.spread(per_domain) - on_node)
+        holders = frozenset(key for row in np.flatnonzero(on_node).tolist() for key in matching.keys[row])
+        return room.astype(np.int64), holders
 
     def pod_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: BoolArray) -> object:
         """Upstream's `scoring.go`: each `ScheduleAnyway` constraint (or, for a pod with none, the system defaults

@@ -557,12 +557,13 @@ def _excluded(
         rows = running.rows_of(exclusion.holders)
         rows = rows[rows >= 0]
         held = np.bincount(running.node[rows], minlength=nodes)
-        free_columns[:, column] = exclusion.capacity * (1 - held)
+        weight = 1 if exclusion.room is not None else exclusion.capacity
+        free_columns[:, column] = exclusion.room - held if exclusion.room is not None else weight * (1 - held)
         member_columns[:, column] = exclusion.needs
         positions = np.searchsorted(pod_rows, rows)
         candidate = positions < len(pod_rows)
         candidate[candidate] = pod_rows[positions[candidate]] == rows[candidate]
-        pod_columns[positions[candidate], column] = exclusion.capacity
+        pod_columns[positions[candidate], column] = weight
     return (
         np.hstack([free, free_columns]),
         np.hstack([pod_requests, pod_columns]),

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tests.builders import PodWrapper, make_config, make_node, make_pod, make_podgroup
+from tests.builders import PodWrapper, make_config, make_node, make_pod, make_podgroup, make_priority_class
 from tests.scheduler.scenario import run
 
 ZONE = "topology.kubernetes.io/zone"
@@ -119,3 +119,21 @@ def test_a_gang_counts_the_members_placed_in_its_cycle() -> None:
     ]
     outcome = run(group, *zones(a=1, b=1), *members)
     assert Counter(outcome.bound.values()) == {"a-0": 2, "b-0": 2}
+
+
+def test_preemption_removes_the_matching_pods_that_skew_the_node_and_spares_the_rest() -> None:
+    """As kube-scheduler: zone b is held by pods of higher priority, zone a's node runs two priority-10 web pods
+    (skew 2 with b's 0) beside a priority-10 pod of another app. A priority-1000 web pod, maxSkew 1, preempts the two
+    web pods on a-0, which brings zone a back to 0, and spares the other pod."""
+    outcome = run(
+        make_priority_class("low", 10).obj(),
+        make_priority_class("high", 1000).obj(),
+        *zones(a=1, b=1),
+        *(web(f"r{i}").priority_class("low").priority(10).on("a-0").obj() for i in range(2)),
+        make_pod("other").label("app", "db").req(cpu="1").priority_class("low").priority(10).on("a-0").obj(),
+        make_pod("vip").req(cpu="8").priority_class("high").priority(1000).on("b-0").obj(),
+        web("p").priority_class("high").obj(),
+        preempt=True,
+    )
+    assert sorted(v["victim"] for v in outcome.report["preemptions"]) == ["default/r0", "default/r1"]
+    assert outcome.node_of("p") == "a-0"
