@@ -36,7 +36,7 @@ def cluster(apiserver: ApiServer, kubeconfig: Path, calls: Counter[tuple[str, st
     kube = KubeCluster(
         api_client(kubeconfig, "scheduler"),
         identity="events",
-        request_timeout_seconds=5.0,
+        request_timeout_seconds=30.0,
         on_api_call=lambda operation, result: calls.update([(operation, result)]),
     )
     kube.start()
@@ -49,7 +49,8 @@ def test_events_past_the_lane_limit_are_dropped_counted_and_logged_once(
     apiserver: ApiServer, cluster: KubeCluster, calls: Counter[tuple[str, str]]
 ) -> None:
     assert LIMIT is not None
-    apiserver.delay("POST", EVENTS, seconds=2.0, times=WORKERS)
+    # Held long enough that queueing LIMIT + 50 Events ends first even on a loaded machine (2 s was not, under load).
+    apiserver.delay("POST", EVENTS, seconds=15.0, times=WORKERS)
     pod = stored_pod(apiserver, "p0")
     for i in range(WORKERS):
         cluster.record_event(pod, "Normal", "Scheduled", f"held {i}")
