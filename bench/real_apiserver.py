@@ -17,6 +17,16 @@ Workloads (`--workloads`, default preempt, drain and stream):
   creates `--pods` pods with 8 client threads. pods/s = pods / (first create -> last Binding seen).
   In both, the bench plays the nodes' kubelets: each bound pod becomes Running and Ready (one status
   patch, as `../shared/kube/kubelet.py` sends), so both schedulers see a real cluster's status churn.
+  Each drain, stream and backlog run notes when its measured phase ran (the machine's clock) and the machine's
+  1-minute load average over it, sampled every 15 s: on a shared machine, the other work each round met.
+- `--constrained SHARE` (issue 38): SHARE of the drained, streamed and backlog-streamed pods (e.g. 0.3) carry a
+  constraint, in replica sets of 10 pods (label `app: set-N`, every pod of the run labelled so): alternately,
+  a set with a required pod anti-affinity on `kubernetes.io/hostname` against its own label (its 10 pods on 10
+  nodes), or one with a topologySpreadConstraint (maxSkew 1, DoNotSchedule) over `topology.kubernetes.io/zone`,
+  which the nodes then carry (node i in `zone-(i % 10)`), so each such set puts one pod in each zone. Both
+  schedulers get identical pods. Each run checks every set at the end (distinct nodes; zone skew <= 1) and says
+  how many broke. A run in which no pod binds for `--stall` seconds ends there and names up to three unbound
+  pods with their PodScheduled message.
 - `backlog` (issue 23): `stream` with a backlog that never fits. Before the scheduler starts, 10,000 pods of
   100 CPU (no node has more than 32) and 1,000 gangs of minCount 4 with 2 members each exist (`--backlog
   PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
@@ -62,6 +72,7 @@ Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
     .venv/bin/python bench/real_apiserver.py
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads drain --rounds 1
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads explain
+    .venv/bin/python bench/real_apiserver.py --workloads stream --nodes 5000 --pods 30000 --constrained 0.3
 
 `--json FILE` also writes every measurement. Not part of `make test`.
 """
@@ -103,6 +114,13 @@ KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
 PHALANX_SCHEDULER = "phalanx-scheduler"
 KUBE_SCHEDULER = "default-scheduler"
 GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONES = 10
+"""`--constrained`: the nodes' zones (node i in zone-(i % ZONES)), over which a spread set puts one pod each."""
+REPLICA_SET = 10
+"""`--constrained`: pods a replica set (p-0 .. p-9 are set 0, ...); a constrained set spreads over this many
+nodes (anti-affinity) or zones (spread)."""
 NODE_CPU = 32
 CLASSES = 5
 FILL_PER_NODE = 10
@@ -201,6 +219,8 @@ class ControlPlane:
         self.api = Api(self.env["KUBE_APISERVER_URL"], self.env["KUBE_ADMIN_TOKEN"], self.env["KUBE_CA_FILE"])
         self.bin = Path(self.env["KUBE_BIN"])
         self.nodes = 0
+        self.zones = 0
+        """Set before the nodes are made (`--constrained`): each node carries ZONE_LABEL, zone-(i % zones)."""
 
     def stop(self) -> None:
         subprocess.run([str(KUBE / "down.sh"), str(self.dir)], check=False, capture_output=True)
@@ -238,7 +258,11 @@ class ControlPlane:
     def ensure_nodes(self, count: int) -> None:
         """Nodes node-0 .. node-(count-1): created, or deleted from the top, so exactly `count` exist."""
         if count > self.nodes:
-            self.api.create_many("/api/v1/nodes", (node(f"node-{i}") for i in range(self.nodes, count)), workers=16)
+            self.api.create_many(
+                "/api/v1/nodes",
+                (node(f"node-{i}", f"zone-{i % self.zones}" if self.zones else None) for i in range(self.nodes, count)),
+                workers=16,
+            )
         for i in range(count, self.nodes):
             self.api.request("DELETE", f"/api/v1/nodes/node-{i}")
         self.nodes = count
@@ -314,12 +338,13 @@ class ControlPlane:
         (self.dir / "phalanx.kubeconfig").write_text(json.dumps(kubeconfig))
 
 
-def node(name: str) -> dict[str, Any]:
+def node(name: str, zone: str | None = None) -> dict[str, Any]:
     resources = {"cpu": str(NODE_CPU), "memory": "128Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    labels = {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **({ZONE_LABEL: zone} if zone else {})}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {},
         "status": {
             "capacity": resources,
@@ -364,6 +389,85 @@ def pod(
     }
 
 
+def constraint_of(i: int, share: float) -> str | None:
+    """`--constrained`: the constraint of pod p-i: "anti" (required anti-affinity on the hostname against its
+    own set), "spread" (maxSkew 1 over zones, DoNotSchedule) or None. Sets of REPLICA_SET pods; `share` of the
+    sets, evenly placed (set s when floor((s + 1) * share) > floor(s * share)), alternately anti and spread."""
+    s = i // REPLICA_SET
+    before, after = int(s * share + 1e-9), int((s + 1) * share + 1e-9)
+    if after == before:
+        return None
+    return "anti" if before % 2 == 0 else "spread"
+
+
+def workload_pod(i: int, namespace: str, scheduler: str, share: float) -> dict[str, Any]:
+    """Pod p-i of a drain, stream or backlog run: 100m / 128Mi; with `share` (`--constrained`) each pod is
+    labelled with its replica set, and the constrained sets' pods carry their constraint against that label."""
+    if not share:
+        return pod(f"p-{i}", namespace, scheduler, "100m", "128Mi")
+    labels = {"app": f"set-{i // REPLICA_SET}"}
+    selector = {"matchLabels": labels}
+    extra: dict[str, Any] = {}
+    kind = constraint_of(i, share)
+    if kind == "anti":
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME_LABEL}
+        extra["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif kind == "spread":
+        extra["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
+        ]
+    return pod(f"p-{i}", namespace, scheduler, "100m", "128Mi", labels=labels, extra_spec=extra)
+
+
+def constraint_note(watch: PodWatch, pods: int, share: float, zones: int) -> str:
+    """`--constrained`: the constrained sets and how many the scheduler broke, from where the watch saw each
+    pod bound: an anti set with two pods on one node, a spread set whose zone counts differ by more than 1."""
+    if not share:
+        return ""
+    sets: dict[int, tuple[str, list[str]]] = {}
+    with watch.cond:
+        for i in range(pods):
+            kind = constraint_of(i, share)
+            state = watch.pods.get(f"p-{i}")
+            if kind is not None and state is not None and state.node is not None:
+                sets.setdefault(i // REPLICA_SET, (kind, []))[1].append(state.node)
+    anti = [nodes for kind, nodes in sets.values() if kind == "anti"]
+    spread = [nodes for kind, nodes in sets.values() if kind == "spread"]
+    broken_anti = sum(1 for nodes in anti if len(set(nodes)) < len(nodes))
+
+    def skew(nodes: list[str]) -> int:
+        counts = Counter(int(n.rpartition("-")[2]) % zones for n in nodes)
+        return max(counts.values()) - min(counts.get(z, 0) for z in range(zones))
+
+    broken_spread = sum(1 for nodes in spread if skew(nodes) > 1)
+    return (
+        f"constrained {share:.0%}: {len(anti)} anti-affinity sets ({broken_anti} broken), "
+        f"{len(spread)} spread sets ({broken_spread} broken)"
+    )
+
+
+def unbound_note(api: Api, watch: PodWatch, namespace: str, pods: int, limit: int = 3) -> str:
+    """The pods p-i the watch never saw bound, and the PodScheduled message of the first `limit` of them."""
+    with watch.cond:
+        missing = [f"p-{i}" for i in range(pods) if (s := watch.pods.get(f"p-{i}")) is None or s.bound_at is None]
+    if not missing:
+        return ""
+    told = []
+    for name in missing[:limit]:
+        try:
+            obj = api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except ApiError as e:
+            told.append(f"{name}: {e}")
+            continue
+        conditions = obj.get("status", {}).get("conditions", [])
+        found = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        told.append(
+            f"{name} (node {obj.get('spec', {}).get('nodeName')!r}): PodScheduled "
+            + (f"{found.get('status')} {found.get('reason')}: {found.get('message')}" if found else "absent")
+        )
+    return f"{len(missing)} never bound, e.g. " + " | ".join(told)
+
+
 # ------------------------------------------------------------------------------------- the bench's pod watch
 
 
@@ -374,6 +478,7 @@ class PodState:
     marked_at: float | None = None
     nominated_at: float | None = None
     gone_at: float | None = None
+    node: str | None = None
     marked_by: set[str] = field(default_factory=set)
     """Preemptors named by the DisruptionTarget messages seen (`preempt-gangs`: no victim taken twice)."""
 
@@ -459,6 +564,7 @@ class PodWatch:
                 state.gone_at = state.gone_at or now
             if spec.get("nodeName") and state.bound_at is None:
                 state.bound_at = now
+                state.node = spec["nodeName"]
                 self.bound += 1
             if status.get("nominatedNodeName") and state.nominated_at is None:
                 state.nominated_at = now
@@ -541,6 +647,16 @@ class PodWatch:
                     return False
                 self.cond.wait(min(left, 1.0))
         return True
+
+    def wait_bound(self, count: int, timeout: float, stall: float) -> bool:
+        """Until `count` pods are bound; False after `timeout`, or once no pod was bound for `stall` seconds."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            seen = self.bound
+            if self.wait(lambda: self.bound >= count, min(stall, deadline - time.perf_counter())):
+                return True
+            if self.bound == seen or time.perf_counter() >= deadline:
+                return False
 
     def stop(self) -> None:
         self._stop = True
@@ -730,6 +846,8 @@ class Result:
     and kubelets) used over the same time as the scheduler: where the 2 cores went."""
     served: dict[str, int] = field(default_factory=dict)
     """Over the same time: the API server's writes and watch events sent, by kind (`ControlPlane.served`)."""
+    constrained: float = 0.0
+    """`--constrained`: the share of the pods with anti-affinity or a zone spread."""
     note: str = ""
 
     @classmethod
@@ -801,31 +919,58 @@ class Meanwhile:
         self.plane = plane
         self.served = plane.served()  # first: the API server's CPU to read its /metrics is not the workload's
         self.cpu = plane.cpu_seconds()
+        self.clock = time.strftime("%H:%M:%S")
+        self.loads = [os.getloadavg()[0]]
+        self._done = threading.Event()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        """The machine's 1-minute load average every 15 s: a shared machine's other work, round by round."""
+        while not self._done.wait(15.0):
+            self.loads.append(os.getloadavg()[0])
 
     def since(self) -> tuple[dict[str, float], dict[str, int]]:
+        self._done.set()
+        self.loads.append(os.getloadavg()[0])
         cpu = {name: used - self.cpu[name] for name, used in self.plane.cpu_seconds().items()}
         served = self.plane.served()
         served.subtract(self.served)
         return cpu, {kind: count for kind, count in served.most_common() if count > 0}
 
+    def window(self) -> str:
+        """When the measured phase ran (the machine's clock) and the 1-minute load average over it."""
+        return (
+            f"{self.clock}-{time.strftime('%H:%M:%S')}, load {statistics.mean(self.loads):.1f} "
+            f"(1-min, every 15 s: {min(self.loads):.1f}-{max(self.loads):.1f})"
+        )
 
-def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
+
+STALL = 300.0
+"""Seconds without a new Binding after which a drain, stream or backlog run gives up (`--stall`)."""
+
+
+def drain(
+    plane: ControlPlane, kind: str, label: str, nodes: int, pods: int, share: float = 0.0, stall: float = STALL
+) -> Result:
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, label)
     creating = time.perf_counter()
     plane.api.create_many(
         "/api/v1/namespaces/{ns}/pods",
-        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+        (workload_pod(i, namespace, scheduler.scheduler_name, share) for i in range(pods)),
     )
     created = pods / (time.perf_counter() - creating)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     meanwhile = Meanwhile(plane)
     run = scheduler(plane, label)
     run.measuring()
-    done = watch.wait(lambda: watch.bound >= pods, timeout=3600)
+    done = watch.wait_bound(pods, timeout=3600, stall=stall)
     end = time.perf_counter()
     others, served = meanwhile.since()
     passed = pass_note(passes(run))
+    window = meanwhile.window()
+    checked = constraint_note(watch, pods, share, plane.zones)
+    unbound = "" if done else unbound_note(plane.api, watch, namespace, pods)
     cpu, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
@@ -844,11 +989,13 @@ def drain(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> 
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
         served=served,
-        note="; ".join(part for part in (passed, "" if done else f"only {watch.bound} bound") if part),
+        note="; ".join(part for part in (window, passed, checked, unbound) if part),
     )
 
 
-def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) -> Result:
+def stream(
+    plane: ControlPlane, kind: str, label: str, nodes: int, pods: int, share: float = 0.0, stall: float = STALL
+) -> Result:
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, label)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
@@ -861,14 +1008,17 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
     started = time.perf_counter()
     plane.api.create_many(
         "/api/v1/namespaces/{ns}/pods",
-        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+        (workload_pod(i, namespace, scheduler.scheduler_name, share) for i in range(pods)),
     )
     created = time.perf_counter() - started
-    done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
+    done = watch.wait_bound(pods + 1, timeout=3600, stall=stall)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
     others, served = meanwhile.since()
     passed = pass_note(passes(run), passes_before)
+    window = meanwhile.window()
+    checked = constraint_note(watch, pods, share, plane.zones)
+    unbound = "" if done else unbound_note(plane.api, watch, namespace, pods)
     _, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
@@ -887,9 +1037,11 @@ def stream(plane: ControlPlane, kind: str, label: str, nodes: int, pods: int) ->
         note="; ".join(
             part
             for part in (
+                window,
                 f"created in {created:.1f} s ({pods / created:.0f}/s)",
                 passed,
-                "" if done else f"only {watch.bound} bound",
+                checked,
+                unbound,
             )
             if part
         ),
@@ -944,6 +1096,8 @@ def backlog(
     label: str,
     nodes: int,
     pods: int,
+    share: float = 0.0,
+    stall: float = STALL,
     unfit: int = BACKLOG_PODS,
     gangs: int = BACKLOG_GANGS,
 ) -> Result:
@@ -1010,24 +1164,27 @@ def backlog(
     started = time.perf_counter()
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
-        (pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi") for i in range(pods)),
+        (workload_pod(i, namespace, scheduler.scheduler_name, share) for i in range(pods)),
     )
     created = time.perf_counter() - started
-    done = watch.wait(lambda: watch.bound >= pods + 1, timeout=3600)
+    done = watch.wait_bound(pods + 1, timeout=3600, stall=stall)
     end = time.perf_counter()
     cpu_during = run.cpu() - cpu_before
     others, served = meanwhile.since()
     avoided = scrape(Path(run.log.name), RETRIES_AVOIDED) if kind == "P" else None
     retried = scrape(Path(run.log.name), RETRIES) if kind == "P" else None
     passed = pass_note(passes(run), passes_before)
+    window = meanwhile.window()
+    checked = constraint_note(watch, pods, share, plane.zones)
+    unbound = "" if done else unbound_note(api, watch, namespace, pods)
     _, hwm = run.stop()
     watch.stop()
     cleanup(plane, namespace)
     api.request("DELETE", group_path.format(ns=namespace))
     seconds = end - started
-    note = f"idle after {idle:.0f} s; created in {created:.1f} s ({pods / created:.0f}/s)"
+    note = f"{window}; idle after {idle:.0f} s; created in {created:.1f} s ({pods / created:.0f}/s)"
     note += f"; {passed} while streaming" if passed else ""
-    note += "" if done else f"; only {watch.bound} bound"
+    note += "".join(f"; {part}" for part in (checked, unbound) if part)
     if avoided is not None:
         note += f"; retries avoided {avoided - (avoided_before or 0):,.0f} while streaming, {avoided:,.0f} in all"
         note += f"; retried {(retried or 0) - (retried_before or 0):,.0f} while streaming"
@@ -1422,12 +1579,18 @@ def report(results: list[Result]) -> None:
         if not any(runs.values()):
             continue
         n = next(r for rs in runs.values() for r in rs)
-        print(f"| {workload} {n.nodes:,} nodes / {n.pods:,} pods | pods/s | CPU ms/pod | peak RSS MiB | pods/s ratio |")
-        kube = median([r.pods_per_second for r in runs.get("kube-scheduler", [])])
+        title = f"{workload} {n.nodes:,} nodes / {n.pods:,} pods" + (
+            f", {n.constrained:.0%} constrained" if n.constrained else ""
+        )
+        print(f"| {title} | pods/s | CPU ms/pod | peak RSS MiB | pods/s ratio | CPU ratio | RSS ratio |")
+        kube_runs = runs.get("kube-scheduler", [])
+        kube = median([r.pods_per_second for r in kube_runs])
+        kube_cpu, kube_hwm = median([r.cpu_ms_per_pod for r in kube_runs]), median([r.hwm_mib for r in kube_runs])
         for name, rs in runs.items():
             rate = median([r.pods_per_second for r in rs])
             cpu, hwm = median([r.cpu_ms_per_pod for r in rs]), median([r.hwm_mib for r in rs])
-            print(f"| {name} | {fmt(rate)} | {fmt(cpu, 2)} | {fmt(hwm, 0)} | {ratio(rate, kube)} |")
+            ratios = f"{ratio(rate, kube)} | {ratio(cpu, kube_cpu)} | {ratio(hwm, kube_hwm)}"
+            print(f"| {name} | {fmt(rate)} | {fmt(cpu, 2)} | {fmt(hwm, 0)} | {ratios} |")
     drains = [r for r in results if r.workload == "drain" and r.created_per_second]
     if drains:
         ceiling = median([r.created_per_second for r in drains])
@@ -1445,15 +1608,15 @@ def report(results: list[Result]) -> None:
         gang = next(r.pods for r in results if r.workload == "preempt" and r.nodes == nodes)
         print(f"| preempt {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
         for name in names:
-            runs = by("preempt", name, nodes)
-            if not runs:
+            preempts = by("preempt", name, nodes)
+            if not preempts:
                 quoted = PUBLISHED_KUBE_DECISION.get(nodes, "not run")
                 print(f"| {name} | {quoted} (published, not run) | - | - | - |")
                 continue
             print(
-                f"| {name} | {fmt(median([r.decision_seconds for r in runs]), 3)} | "
-                f"{fmt(median([r.bound_seconds for r in runs]), 3)} | {runs[0].victims} | "
-                f"{fmt(median([r.hwm_mib for r in runs]), 0)} |"
+                f"| {name} | {fmt(median([r.decision_seconds for r in preempts]), 3)} | "
+                f"{fmt(median([r.bound_seconds for r in preempts]), 3)} | {preempts[0].victims} | "
+                f"{fmt(median([r.hwm_mib for r in preempts]), 0)} |"
             )
 
 
@@ -1498,7 +1661,16 @@ def main() -> int:
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
     parser.add_argument("--backlog", type=scales, default="10000:1000", help="PODS:GANGS that never fit, for backlog")
+    parser.add_argument(
+        "--constrained",
+        type=float,
+        default=0.0,
+        help="share of the drain, stream and backlog pods with anti-affinity or a zone spread (e.g. 0.3)",
+    )
+    parser.add_argument("--stall", type=float, default=STALL, help="seconds without a Binding before a run gives up")
     args = parser.parse_args()
+    if not 0.0 <= args.constrained <= 1.0:
+        parser.error("--constrained is a share between 0 and 1")
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
         return 2
@@ -1521,6 +1693,7 @@ def main() -> int:
     # control plane (they were left running, a kube-apiserver spinning on its dead etcd at 27 % of a core)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = ControlPlane(args.keep)
+    plane.zones = ZONES if args.constrained else 0
     print(f"control plane in {plane.dir}", flush=True)
     results: list[Result] = []
 
@@ -1560,7 +1733,10 @@ def main() -> int:
                 continue
             for r, kind in enumerate(order(args.rounds, kinds)):
                 if kind in wanted:
-                    record(fn(plane, kind, f"{workload}-{kind.lower()}{r}", args.nodes, args.pods), r // len(kinds))
+                    label = f"{workload}-{kind.lower()}{r}"
+                    result = fn(plane, kind, label, args.nodes, args.pods, share=args.constrained, stall=args.stall)
+                    result.constrained = args.constrained
+                    record(result, r // len(kinds))
     finally:
         for proc in RUNNING:
             if proc.poll() is None:
