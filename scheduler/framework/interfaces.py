@@ -55,14 +55,10 @@ class PreEnqueuePlugin(Plugin, Protocol):
     def pre_enqueue(self, pod: PodInfo, snapshot: Snapshot) -> Status: ...
 
 
-class Skipping(Protocol):
-    """A per-node filter or score that may have nothing to say about a pod (upstream's PreFilter or PreScore
-    returning Skip): the placement memo then never asks it about that pod's shape."""
-
-    def skips(self, pod: PodInfo) -> bool: ...
-
-
 class FilterPlugin(Plugin, Protocol):
+    """A per-node filter may also define `skips(pod) -> bool`: true when it has nothing to say about the pod
+    (upstream's PreFilter returning Skip), so the placement memo never asks it about that pod's shape."""
+
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict: ...
 
 

@@ -41,8 +41,9 @@ class _Entry:
 
 
 def skipped(plugin: object, pod: PodInfo) -> bool:
-    """Whether a plugin has nothing to say about `pod` (upstream's PreFilter or PreScore returning Skip: a pod
-    without host ports to NodePorts, without volumes to the volume filters): it is not asked on any row."""
+    """Whether a plugin's optional `skips(pod)` says it has nothing to say about `pod` (upstream's PreFilter or
+    PreScore returning Skip: a pod without host ports to NodePorts, without volumes to the volume filters): it is
+    then not asked on any row."""
     skips = getattr(plugin, "skips", None)  # not isinstance: a runtime Protocol check costs microseconds
     return skips is not None and bool(skips(pod))
 
