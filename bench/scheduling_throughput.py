@@ -11,6 +11,7 @@ same load scaled with the node count from 500 to 10,000 nodes (10 pending pods p
     .venv/bin/python bench/scheduling_throughput.py --steady 10000 --per-pass 20
     .venv/bin/python bench/scheduling_throughput.py --steady 1000 --backlog 10000:1000
     .venv/bin/python bench/scheduling_throughput.py --steady 10000 --per-pass 20 --node-churn 5
+    .venv/bin/python bench/scheduling_throughput.py --drain 10000:100000 --per-pass 500
 
 `--steady NODES`: the fixed cost of a pass once NODES nodes run 10 pods each. After the pass that binds them
 all, each pass has one new pod to place: its CPU time is what every pass pays for the cluster's size (the
@@ -24,6 +25,10 @@ The memory cluster numbers its pod writes (`ClusterObjects.pod_feed`), as the ku
 as the `backlog` workload of `bench/real_apiserver.py` has it (PODS pods of 100 CPU, GANGS gangs of minCount 4
 with 2 members), each pass placing `--per-pass` new pods (20 unless given): what the pending pods cost a pass
 that cannot help them (issue 23, target 4), beside the same passes without them.
+
+`--drain NODES:PODS`: a backlog of PODS pods of 100m, all pending before the first pass, decided in one pass and
+then in passes of `--per-pass` Bindings each (500 unless given), as backpressure paces the kube back end's passes
+(`scheduler/cluster/kube/backpressure.py`): what a backlog costs a pod when a pass may not decide it all at once.
 
 `--node-churn N`: N Node objects replaced (same content, new objects) before each pass, as a real cluster's
 kubelets report Node status: ~33 Nodes a second at 10,000 nodes, each every 5 minutes when nothing changes.
@@ -195,6 +200,51 @@ def steady(
     return 1000 * spent / passes
 
 
+class PacedCluster(MemoryCluster):
+    """The memory back end as a backed-up kube back end paces a pass: `writes_backed_up` once `per_pass` Bindings
+    were made since `next_pass()` (the kube back end's bound is a few seconds of the API server's write rate)."""
+
+    def __init__(self, objects: ClusterObjects, now: datetime, per_pass: int) -> None:
+        super().__init__(objects, now)
+        self.per_pass = per_pass
+        self.made = 0
+
+    def next_pass(self) -> None:
+        self.made = 0
+
+    def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
+        super().bind(pod, node_name, unit)
+        self.made += 1
+
+    def writes_backed_up(self) -> bool:
+        return self.made >= self.per_pass
+
+
+def drain(nodes: int, pods: int, per_pass: int | None) -> tuple[int, float, float]:
+    """A backlog of `pods` pods of 100m on `nodes` nodes, all pending before the first pass, bound `per_pass` a
+    pass (None: in one pass): (passes, CPU ms a pod, the largest pass's CPU ms)."""
+    objects = cluster(nodes, 0, 0, 16)
+    for i in range(pods):
+        objects.pods[f"default/drain-{i}"] = plain_pod(f"drain-{i}")
+    memory = PacedCluster(objects, NOW, per_pass or pods + 1)
+    config = SchedulerConfiguration()
+    scheduler = Scheduler(memory, config, default_profile(config))
+    gc.collect()
+    gc.freeze()
+    spent, largest, passes, bound = 0.0, 0.0, 0, 0
+    while bound < pods:
+        memory.next_pass()
+        cpu = time.process_time()
+        report = scheduler.schedule_pending()
+        took = time.process_time() - cpu
+        spent, largest, passes = spent + took, max(largest, took), passes + 1
+        bound += len(report.bindings)
+        if not report.bindings:
+            raise RuntimeError(f"a pass bound nothing with {pods - bound} pods left")
+    gc.unfreeze()
+    return passes, 1000 * spent / pods, 1000 * largest
+
+
 def positive(text: str) -> int:
     """A whole number of at least 1."""
     if not text.isdigit() or int(text) < 1:
@@ -221,8 +271,22 @@ def main() -> None:
     parser.add_argument(
         "--backlog", type=backlog_size, metavar="PODS:GANGS", help="with --steady: the passes beside this backlog"
     )
+    parser.add_argument(
+        "--drain",
+        type=backlog_size,
+        metavar="NODES:PODS",
+        help="a backlog of PODS pods drained in one pass, and in passes of --per-pass (default 500) Bindings",
+    )
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.drain:
+        nodes, pods = args.drain
+        per_pass = args.per_pass or 500
+        print(f"| {nodes:,} nodes, {pods:,} pods pending | passes | CPU ms a pod | largest pass ms |")
+        for label, limit in (("one pass", None), (f"{per_pass} Bindings a pass", per_pass)):
+            passes, per_pod, largest = drain(nodes, pods, limit)
+            print(f"| {label} | {passes} | {per_pod:.3f} | {largest:.0f} |", flush=True)
+        return
     if (args.backlog or args.per_pass or args.node_churn) and not args.steady:
         parser.error("--backlog, --per-pass and --node-churn need --steady NODES")
     if args.steady:

@@ -67,6 +67,9 @@ class RotationSettings:
     extra_sans: tuple[str, ...] = ()
     owner: dict[str, Any] | None = None
     """`ownerReferences` entry for the Secret (this pod's ServiceAccount): removed with it at uninstall."""
+    api_service: str = ""
+    """An APIService served with this certificate too (the scheduler's explain API): its `caBundle` is kept with
+    the webhook configurations'."""
 
     def __post_init__(self) -> None:
         # the files are swapped together through one `..data` link in their shared directory
@@ -105,8 +108,9 @@ def settings_from_env(environ: Mapping[str, str], *, cert_file: Path, key_file: 
     """Read the chart's `PHALANX_CERT_*` variables; None unless PHALANX_CERT_MODE is self-managed.
 
     Variables: MODE, NAMESPACE, SECRET, SERVICE, MUTATING_WEBHOOK_CONFIGURATION,
-    VALIDATING_WEBHOOK_CONFIGURATION, and optionally KEY_TYPE, CA_DAYS, DAYS, RESYNC_SECONDS and EXTRA_SANS
-    (comma-separated IPs or host names the certificate must also carry).
+    VALIDATING_WEBHOOK_CONFIGURATION, and optionally KEY_TYPE, CA_DAYS, DAYS, RESYNC_SECONDS, EXTRA_SANS
+    (comma-separated IPs or host names the certificate must also carry) and API_SERVICE (an APIService whose
+    caBundle is kept too).
     """
     if environ.get(f"{ENV_PREFIX}MODE") != "self-managed":
         return None
@@ -143,6 +147,7 @@ def settings_from_env(environ: Mapping[str, str], *, cert_file: Path, key_file: 
         days=number("DAYS", 365),
         resync=dt.timedelta(seconds=number("RESYNC_SECONDS", 60)),
         extra_sans=tuple(n.strip() for n in environ.get(f"{ENV_PREFIX}EXTRA_SANS", "").split(",") if n.strip()),
+        api_service=environ.get(f"{ENV_PREFIX}API_SERVICE", ""),
     )
 
 
@@ -243,6 +248,8 @@ class CertificateController:
                         lambda: admission.read_validating_webhook_configuration(validating),
                         lambda obj: admission.replace_validating_webhook_configuration(validating, obj),
                     )
+                    if self.settings.api_service:
+                        _set_api_service_ca_bundle(self.api_client, self.settings.api_service, wanted)
                 return
             except Conflict:
                 continue
@@ -305,6 +312,27 @@ def _set_ca_bundle(
         w.client_config.ca_bundle = bundle
     write(obj)
     log.info("caBundle injected", name=name, webhooks=len(webhooks))
+
+
+def _set_api_service_ca_bundle(api: client.ApiClient, name: str, wanted: Callable[[str | bytes | None], str]) -> None:
+    """Point the APIService at our CA bundle, as `_set_ca_bundle` does a webhook configuration; a `Conflict`
+    propagates to a retry."""
+    registration = client.ApiregistrationV1Api(api)
+    try:
+        with translated():
+            obj = registration.read_api_service(name)
+    except NotFound:
+        log.warning("APIService not found", name=name)
+        return
+    spec = obj.spec
+    if spec is None:
+        raise ValueError(f"apiservices {name} has no spec")
+    bundle = wanted(spec.ca_bundle)
+    if spec.ca_bundle == bundle:
+        return
+    spec.ca_bundle = bundle
+    registration.replace_api_service(name, obj)
+    log.info("caBundle injected", name=name, apiservice=True)
 
 
 def _state_from_secret(secret: client.V1Secret) -> CertificateState | None:

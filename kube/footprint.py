@@ -22,7 +22,7 @@ _SETS: dict[frozenset[str], set[str]] = {}
 """One set per distinct combination of field names (a few dozen in all)."""
 
 _NESTED: dict[type[BaseModel], tuple[str, ...]] = {}
-"""Per model class, the fields that may hold models or lists of them (its other fields hold none)."""
+"""Per model class, the fields that may hold models, or lists or maps of them (its other fields hold none)."""
 
 
 def compact(model: M) -> M:
@@ -45,6 +45,9 @@ def _share(model: BaseModel) -> None:
         value = values[name]
         if isinstance(value, list):
             for item in value:
+                _share(item)
+        elif isinstance(value, dict):  # a map of models: a device's attributes and capacities
+            for item in value.values():
                 _share(item)
         elif value is not None:
             _share(value)

@@ -82,11 +82,33 @@ class SchedulerMetrics:
             ["event"],
             registry=r,
         )
+        self.explain_requests = Counter(
+            "phalanx_scheduler_explain_requests_total",
+            "Requests answered by the explain API (explain.phalanx.dev), by resource and HTTP code.",
+            ["resource", "code"],
+            registry=r,
+        )
+        self.explain_duration = Histogram(
+            "phalanx_scheduler_explain_request_duration_seconds",
+            "From an explain API request's first byte to its answer sent (authorization, dry run, encoding).",
+            ["resource"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.queue_retries_avoided = Counter(
             "phalanx_scheduler_queue_retries_avoided_total",
             "Parked units not tried again because no event since could help them, where retrying at any change "
             "to the cluster once the backoff is over (the rule before queueing hints) would have.",
             registry=r,
+        )
+        self.backpressure_passes = Counter(
+            "phalanx_scheduler_backpressure_passes_total",
+            "Passes ended before their last unit because the Bindings waiting to be sent reached a few seconds' worth "
+            "of the write rate; the units left wait in the queue for the next pass.",
+            registry=r,
+        )
+        self.bindings_waiting = Gauge(
+            "phalanx_scheduler_bindings_waiting", "Bindings queued or on the wire.", registry=r
         )
 
 
@@ -103,6 +125,8 @@ def record_pending(metrics: SchedulerMetrics, report: PassReport) -> None:
     for event, count in report.retries.items():
         metrics.queue_retries.labels(event).inc(count)
     metrics.queue_retries_avoided.inc(report.retries_avoided)
+    if report.deferred:
+        metrics.backpressure_passes.inc()
 
 
 def serve(metrics: SchedulerMetrics, host: str, port: int, healthy: Callable[[], bool]) -> ThreadingHTTPServer:

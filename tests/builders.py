@@ -294,6 +294,11 @@ class PodWrapper(_Builder[Pod]):
         )
         return self
 
+    def named_claim(self, name: str, claim: str) -> Self:
+        """`spec.resourceClaims` entry naming a ResourceClaim (`resource_claim`: one made from a template)."""
+        self.raw["spec"].setdefault("resourceClaims", []).append({"name": name, "resourceClaimName": claim})
+        return self
+
     def resource_claim(self, name: str, template: str) -> Self:
         self.raw["spec"].setdefault("resourceClaims", []).append({"name": name, "resourceClaimTemplateName": template})
         return self

@@ -5,6 +5,11 @@ errored) and kopf's single response builder. Patches are never written by hand: 
 diffed with the defaulted JSON by jsonpatch (`make_patch`'s `from_diff`, see `patch_for`), so only
 changed paths appear and fields we do not model survive. The uid is echoed whenever the request carried
 one, even on a 400.
+
+The wire format is typed, after kopf's `_cogs/structs/reviews.py`: the review in is a pydantic model, so
+a malformed one is refused with every field that does not fit, named as the apiserver names fields
+(`request.operation: Unsupported value: "PATCH": supported values: ...`); the review out is TypedDicts.
+The objects inside stay raw JSON here: `webhook.admission` decodes them by kind.
 """
 
 from __future__ import annotations
@@ -12,13 +17,17 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 import jsonpatch
 import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
-from webhook.admission import Kind, kind_of, mutate, validate, warn
+from webhook.admission import KindRules, kind_of, mutate, validate, warn
 from webhook.errors import BadRequest, Denied, LookupFailed
+from webhook.field import aggregate
+from webhook.rules.decode import JsonObject, field_errors
 from webhook.rules.lookups import Lookups
 from webhook.rules.pod import PodSettings
 
@@ -26,9 +35,74 @@ log = structlog.get_logger(__name__)
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_BODY_BYTES = 7 * 1024 * 1024
-OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 Endpoint = Literal["mutate", "validate"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class GroupVersionKind(_Wire):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+class AdmissionRequest(_Wire):
+    """The fields of `request` we read; the apiserver sends more (userInfo, options, dryRun...)."""
+
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    sub_resource: str | None = None
+    object: Any = None
+    old_object: Any = None
+
+
+class AdmissionReview(_Wire):
+    api_version: Literal["admission.k8s.io/v1"]
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+class StatusCause(TypedDict):
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict):
+    causes: list[StatusCause]
+
+
+class Status(TypedDict):
+    """A `metav1.Status` of a refused request."""
+
+    status: Literal["Failure"]
+    code: int
+    reason: str
+    message: str
+    details: NotRequired[StatusDetails]
+
+
+class Response(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[Status]
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+
+
+class ReviewOut(TypedDict):
+    apiVersion: str
+    kind: Literal["AdmissionReview"]
+    response: Response
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +110,13 @@ class Reply:
     """HTTP status, JSON body, and the labels metrics count it under."""
 
     status: int
-    body: dict[str, Any]
+    body: ReviewOut
     kind: str = "unknown"
     operation: str = "unknown"
     outcome: str = "allowed"
 
 
-def _review(response: dict[str, Any]) -> dict[str, Any]:
+def _review(response: Response) -> ReviewOut:
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
@@ -52,50 +126,35 @@ def _uid_of(review: Any) -> str:
     return uid if isinstance(uid, str) else ""
 
 
-def _status(code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"status": "Failure", "code": code, "reason": reason, "message": message}
+def _refused(uid: str, code: int, reason: str, message: str, causes: list[StatusCause] | None = None) -> Response:
+    status: Status = {"status": "Failure", "code": code, "reason": reason, "message": message}
     if causes:
         status["details"] = {"causes": causes}
-    return status
+    return {"uid": uid, "allowed": False, "status": status}
 
 
 def too_large(size: int) -> Reply:
     """The answer to a body over the limit, which is never parsed (so no uid can be echoed)."""
     message = f"request body is {size} bytes: must be at most {MAX_BODY_BYTES} bytes (7 MiB)"
-    return Reply(400, _review({"uid": "", "allowed": False, "status": _status(400, "BadRequest", message)}))
+    return Reply(400, _review(_refused("", 400, "BadRequest", message)))
 
 
-def _parse(body: bytes) -> dict[str, Any]:
-    """The review's request, or `BadRequest` saying what is wrong with it."""
+def _parse(body: bytes) -> AdmissionRequest:
+    """The review's request, or `BadRequest` naming every field that is wrong with it."""
     try:
         review = json.loads(body)
     except (ValueError, RecursionError) as err:
         raise BadRequest(f"request body is not valid JSON: {err}") from None
     if not isinstance(review, dict):
         raise BadRequest("request body must be a JSON object (an AdmissionReview)")
-    if review.get("apiVersion") != API_VERSION:
-        got = json.dumps(review.get("apiVersion"))
-        raise BadRequest(f"apiVersion: Unsupported value: {got}: must be {API_VERSION}")
-    if review.get("kind") != "AdmissionReview":
-        raise BadRequest(f"kind: Unsupported value: {json.dumps(review.get('kind'))}: must be AdmissionReview")
-    request = review.get("request")
-    if not isinstance(request, dict):
-        raise BadRequest("request: Required value: an AdmissionReview must carry a request object")
-    if not isinstance(request.get("uid"), str) or not request["uid"]:
-        raise BadRequest("request.uid: Required value: must be a non-empty string")
-    operation = request.get("operation")
-    if not isinstance(operation, str) or operation not in OPERATIONS:
-        raise BadRequest(f"request.operation: Unsupported value: {json.dumps(request.get('operation'))}")
-    gvk = request.get("kind")
-    if not isinstance(gvk, dict) or not all(isinstance(gvk.get(k, ""), str) for k in ("group", "version", "kind")):
-        raise BadRequest("request.kind: Required value: must be an object with string group, version and kind")
-    return request
+    try:
+        return AdmissionReview.model_validate(review).request
+    except ValidationError as err:
+        raise BadRequest(aggregate(field_errors(err))) from None
 
 
-def _kind(request: dict[str, Any]) -> Kind | None:
-    gvk = request["kind"]
-    group, version = gvk.get("group", ""), gvk.get("version", "")
-    return kind_of(f"{group}/{version}" if group else version, gvk.get("kind", ""))
+def _rules(request: AdmissionRequest) -> KindRules[Any] | None:
+    return kind_of(request.kind.api_version, request.kind.kind)
 
 
 def _pruned(src: Any, dst: Any) -> tuple[Any, Any]:
@@ -107,8 +166,8 @@ def _pruned(src: Any, dst: Any) -> tuple[Any, Any]:
     """
     if not (isinstance(src, dict) and isinstance(dst, dict)):
         return src, dst
-    src_out: dict[str, Any] = {}
-    dst_out: dict[str, Any] = {}
+    src_out: JsonObject = {}
+    dst_out: JsonObject = {}
     for key in dict.fromkeys([*src, *dst]):
         if key in src and key in dst:
             if src[key] is dst[key]:
@@ -121,7 +180,7 @@ def _pruned(src: Any, dst: Any) -> tuple[Any, Any]:
     return src_out, dst_out
 
 
-def patch_for(original: dict[str, Any], defaulted: dict[str, Any]) -> list[dict[str, Any]]:
+def patch_for(original: JsonObject, defaulted: JsonObject) -> list[dict[str, Any]]:
     """The JSONPatch turning `original` into `defaulted`, touching only the paths that changed."""
     # `from_diff` is what `make_patch` wraps; without move detection a patch never touches an unchanged
     # path (a `move` removes one), and it is twice as fast.
@@ -131,18 +190,18 @@ def patch_for(original: dict[str, Any], defaulted: dict[str, Any]) -> list[dict[
     return operations
 
 
-def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, settings: PodSettings) -> dict[str, Any]:
+def _decide(endpoint: Endpoint, request: AdmissionRequest, lookups: Lookups, settings: PodSettings) -> Response:
     """The response for a well-formed request; raises `Denied` or `LookupFailed`."""
-    uid, operation = request["uid"], request["operation"]
-    kind = _kind(request)
-    obj, old = request.get("object"), request.get("oldObject")
-    if kind is None or request.get("subResource") or operation not in ("CREATE", "UPDATE"):
+    uid, operation = request.uid, request.operation
+    rules = _rules(request)
+    obj, old = request.object, request.old_object
+    if rules is None or request.sub_resource or operation not in ("CREATE", "UPDATE"):
         return {"uid": uid, "allowed": True}
     if not isinstance(obj, dict):
         raise BadRequest(f"request.object: Required value: a {operation} review must carry the object")
+    response: Response = {"uid": uid, "allowed": True}
     if endpoint == "mutate":
-        defaulted = mutate(kind, operation, obj, lookups, settings)
-        response: dict[str, Any] = {"uid": uid, "allowed": True}
+        defaulted = mutate(rules, operation, obj, lookups, settings)
         patch = patch_for(obj, defaulted.object)
         if patch:
             response["patchType"] = "JSONPatch"
@@ -150,11 +209,10 @@ def _decide(endpoint: Endpoint, request: dict[str, Any], lookups: Lookups, setti
         if defaulted.warnings:
             response["warnings"] = list(defaulted.warnings)
         return response
-    errors = validate(kind, operation, obj, old if isinstance(old, dict) else None, lookups)
+    errors = validate(rules, operation, obj, old if isinstance(old, dict) else None, lookups)
     if errors:
         raise Denied(errors)
-    response = {"uid": uid, "allowed": True}
-    warnings = warn(kind, operation, obj, lookups)
+    warnings = warn(rules, operation, obj, lookups)
     if warnings:
         response["warnings"] = warnings
     return response
@@ -171,28 +229,27 @@ def handle(endpoint: Endpoint, body: bytes, lookups: Lookups, settings: PodSetti
             uid = _uid_of(json.loads(body))
         except (ValueError, RecursionError):
             uid = ""
-        response = {"uid": uid, "allowed": False, "status": _status(400, "BadRequest", str(err))}
-        return Reply(400, _review(response), outcome="bad_request")
-    uid = request["uid"]
-    kind = _kind(request)
-    kind_label, operation = kind.value if kind else "other", str(request["operation"])
+        return Reply(400, _review(_refused(uid, 400, "BadRequest", str(err))), outcome="bad_request")
+    uid = request.uid
+    rules = _rules(request)
+    kind_label, operation = rules.kind if rules else "other", request.operation
     try:
         response = _decide(endpoint, request, lookups, settings)
     except Denied as err:
-        causes = [{"reason": e.type.reason, "message": e.body, "field": str(e.path)} for e in err.errors]
-        response = {"uid": uid, "allowed": False, "status": _status(403, "Forbidden", str(err), causes)}
-        return Reply(200, _review(response), kind_label, operation, "denied")
+        causes: list[StatusCause] = [
+            {"reason": e.type.reason, "message": e.body, "field": str(e.path)} for e in err.errors
+        ]
+        return Reply(200, _review(_refused(uid, 403, "Forbidden", str(err), causes)), kind_label, operation, "denied")
     except BadRequest as err:
-        response = {"uid": uid, "allowed": False, "status": _status(400, "BadRequest", str(err))}
-        return Reply(400, _review(response), kind_label, operation, "bad_request")
+        refused = _refused(uid, 400, "BadRequest", str(err))
+        return Reply(400, _review(refused), kind_label, operation, "bad_request")
     except LookupFailed as err:
         log.warning("lookup failed", uid=uid, error=str(err))
-        response = {"uid": uid, "allowed": False, "status": _status(500, "InternalError", f"lookup failed: {err}")}
-        return Reply(200, _review(response), kind_label, operation, "error")
+        refused = _refused(uid, 500, "InternalError", f"lookup failed: {err}")
+        return Reply(200, _review(refused), kind_label, operation, "error")
     except Exception as err:
         log.exception("admission bug", uid=uid, endpoint=endpoint, kind=kind_label, operation=operation)
         message = f"internal error in the phalanx webhook ({type(err).__name__}); see its log for uid {uid}"
-        response = {"uid": uid, "allowed": False, "status": _status(500, "InternalError", message)}
-        return Reply(200, _review(response), kind_label, operation, "error")
+        return Reply(200, _review(_refused(uid, 500, "InternalError", message)), kind_label, operation, "error")
     outcome = "patched" if "patch" in response else "allowed"
     return Reply(200, _review(response), kind_label, operation, outcome)

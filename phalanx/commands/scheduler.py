@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import ValidationError
@@ -17,6 +18,10 @@ from phalanx import logs
 from phalanx.service_account import owner_reference
 from phalanx.signals import StopSignals, exit_now
 from scheduler.api.config import SchedulerConfiguration
+
+if TYPE_CHECKING:
+    from scheduler.cluster.kube.process import SchedulerProcess
+    from scheduler.serve.server import ExplainServer
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +50,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--identity",
         default=os.environ.get("POD_NAME"),
         help="this replica's Lease holder identity (default: $POD_NAME, else hostname + random)",
+    )
+    explain = parser.add_argument_group(
+        "explain API", "explain.phalanx.dev, served to kube-apiserver's front proxy (README, Why is it pending?)"
+    )
+    explain.add_argument(
+        "--explain-bind",
+        default="",
+        metavar="HOST:PORT",
+        help="serve the explain API here over TLS (default: not served)",
+    )
+    explain.add_argument("--tls-cert-file", metavar="PATH", help="the explain API's serving certificate (PEM)")
+    explain.add_argument("--tls-private-key-file", metavar="PATH", help="its private key (PEM)")
+    explain.add_argument(
+        "--explain-concurrency", type=int, default=1, metavar="N", help="explanations computed at once (default 1)"
+    )
+    explain.add_argument(
+        "--explain-qps", type=float, default=2.0, metavar="RATE", help="explanations a second, on average (default 2)"
+    )
+    explain.add_argument(
+        "--explain-burst", type=int, default=5, metavar="N", help="explanations in a burst above the rate (default 5)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(func=run)
@@ -98,6 +123,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as err:
         return _fail(str(err))
+    if args.explain_bind:
+        try:
+            explain_api = serve_explanations(args, process)
+        except (OSError, ValueError) as err:
+            return _fail(f"--explain-bind: {args.explain_bind}: {err}")
+        where = f"{args.explain_bind.rpartition(':')[0]}:{explain_api.server_address[1]}"
+        print(f"explain API on {where}", file=sys.stderr, flush=True)
     if args.metrics_bind:
         host, _, port = args.metrics_bind.rpartition(":")
         try:
@@ -108,3 +140,32 @@ def run(args: argparse.Namespace) -> int:
             f"metrics on {args.metrics_bind.rpartition(':')[0]}:{server.server_address[1]}", file=sys.stderr, flush=True
         )
     exit_now(process.run(signals.stop))
+
+
+def serve_explanations(args: argparse.Namespace, process: SchedulerProcess) -> ExplainServer:
+    """Start the explain API beside the scheduler (`scheduler/serve`), answering from `process`'s informers with
+    its configuration; `ValueError` or `OSError` when it cannot be."""
+    from kube.client import api_client
+    from scheduler.serve.answers import Answers, Replica
+    from scheduler.serve.informed import seen
+    from scheduler.serve.limits import Limiter
+    from scheduler.serve.server import serve
+
+    if not args.tls_cert_file or not args.tls_private_key_file:
+        raise ValueError("Required value: --tls-cert-file and --tls-private-key-file (the API is served over TLS)")
+    host, _, port = args.explain_bind.rpartition(":")
+    cluster = process.cluster
+    answers = Answers(
+        lambda: seen(cluster.view), process.config, lambda: Replica(process.identity, cluster.may_write())
+    )
+    return serve(
+        host or "0.0.0.0",
+        int(port),
+        Path(args.tls_cert_file),
+        Path(args.tls_private_key_file),
+        api_client(args.kubeconfig, "scheduler"),
+        answers,
+        Limiter(args.explain_concurrency, args.explain_qps, args.explain_burst),
+        lambda: all(i.synced.is_set() for i in cluster.informers),
+        process.metrics,
+    )

@@ -30,6 +30,7 @@ LARGE_INPUT = 2_000
 READ_FROM_A_CLUSTER = (
     "nodes,namespaces,pods,priorityclasses,poddisruptionbudgets,"
     "persistentvolumeclaims,persistentvolumes,storageclasses,csinodes,csidrivers,"
+    "deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,"
     "podgroups.scheduling.phalanx.dev,workloads.scheduling.phalanx.dev,queues.scheduling.phalanx.dev"
 )
 """Every kind simulate reads, as `kubectl get` names them. Ours are group-qualified: where the cluster

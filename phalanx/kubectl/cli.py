@@ -3,8 +3,11 @@
 
 kubectl hands a plugin every argument after its name, so kubectl's flags work before or after the
 subcommand: `--kubeconfig`, `--context`, `-n/--namespace`, `-A/--all-namespaces`, `-o text|json|yaml`.
-`-f FILE|DIR` explains a dump (`kubectl get ... -o yaml`, as `phalanx simulate` reads it) instead of the
-live cluster, at `--now`. Nothing is ever written: the commands only GET and LIST.
+On a live cluster the running scheduler answers, through its explain API (`served.py`); where the cluster has
+none, the command says so and computes the answer itself from a LIST of the cluster (`live.py`), as it does with
+`--config FILE` (a configuration to try instead of the scheduler's) and for `-f FILE|DIR`, a dump (`kubectl get
+... -o yaml`, as `phalanx simulate` reads it) explained at `--now`. Nothing is ever written: the commands only GET.
+Either way the text is rendered from the JSON document (`describe.py`, `get.py`).
 
 Exit status 0 when the answer was printed, 1 on any error, which is one line on stderr worded as kubectl's
 (`Error from server (NotFound): pods "x" not found`), never a traceback (`-v` adds it for a bug).
@@ -15,23 +18,26 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phalanx.kubectl.errors import KubectlError
-from phalanx.logs import configure_logging
-from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.manifest import ManifestError
-from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
-from scheduler.explain.explanation import ExplainError, Target, explain
-from scheduler.explain.status import pending_work
-from scheduler.explain.units import Unit
-from scheduler.framework.cluster import ClusterObjects
+
+if TYPE_CHECKING:
+    from phalanx.kubectl.connection import Connection
+    from scheduler.api.config import SchedulerConfiguration
+    from scheduler.framework.cluster import ClusterObjects
+
+API_VERSION = "scheduling.phalanx.dev/v1alpha1"
+NATIVE_API_VERSION = "scheduling.k8s.io/v1alpha2"
+"""Our PodGroups' and the native ones' (`scheduler.api.pod_group`, not imported: a served answer needs none of it)."""
 
 PROG = "kubectl phalanx"
 CHART_CONFIG = "phalanx-system/phalanx-scheduler"
-"""The scheduler's ConfigMap as README's install names it (namespace phalanx-system, release phalanx)."""
+"""The scheduler's ConfigMap as README's install names it (namespace phalanx-system, release phalanx), read only where
+the cluster serves no explain API."""
 TYPES: dict[str, tuple[str, str | None]] = {
     **dict.fromkeys(("pod", "pods", "po"), ("pod", None)),
     **dict.fromkeys(("podgroup", "podgroups", "pg"), ("podgroup", None)),
@@ -64,9 +70,14 @@ def add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
         "--scheduler-config",
         default=default(CHART_CONFIG),
         metavar="NAMESPACE/NAME",
-        help=f"the scheduler's ConfigMap, for its configuration (default {CHART_CONFIG})",
+        help=f"without the explain API: the scheduler's ConfigMap, for its configuration (default {CHART_CONFIG})",
     )
-    parser.add_argument("--config", default=default(None), metavar="FILE", help="a SchedulerConfiguration file instead")
+    parser.add_argument(
+        "--config",
+        default=default(None),
+        metavar="FILE",
+        help="compute the answer here with this SchedulerConfiguration instead of the scheduler's (lists the cluster)",
+    )
     parser.add_argument(
         "-f",
         "--filename",
@@ -119,15 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _guarded(args: argparse.Namespace, body: Any) -> int:
     """Run `body`; every failure becomes one line on stderr and exit status 1."""
-    configure_logging("warning", json_format=False)
     try:
         sys.stdout.write(body())
         return 0
-    except (KubectlError, ExplainError) as err:
-        line = str(err) if isinstance(err, KubectlError) else _explain_error(err)
-        print(line, file=sys.stderr)
-    except ManifestError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except KubectlError as err:
+        print(err, file=sys.stderr)
     except Exception as err:  # a bug: one line, and the traceback only when asked for
         first = next(iter(str(err).splitlines()), "")
         print(f"error: {type(err).__name__}: {first}", file=sys.stderr)
@@ -136,10 +143,25 @@ def _guarded(args: argparse.Namespace, body: Any) -> int:
     return 1
 
 
-def _explain_error(err: ExplainError) -> str:
-    from scheduler.explain.explanation import NotFound
+@contextmanager
+def _computed_here() -> Iterator[None]:
+    """Where the answer is computed by this command: the scheduler's code logs only warnings, and what it refuses
+    (`ExplainError`, a dump that does not parse) is said as kubectl says it. Imported only then: a served answer
+    needs none of it (a third of a second of the command's start)."""
+    from phalanx.logs import configure_logging
+    from scheduler.api.manifest import ManifestError
 
-    return f"Error from server (NotFound): {err}" if isinstance(err, NotFound) else f"error: {err}"
+    configure_logging("warning", json_format=False)
+    from scheduler.explain.explanation import ExplainError, NotFound
+
+    try:
+        yield
+    except NotFound as err:
+        raise KubectlError(f"Error from server (NotFound): {err}") from None
+    except ExplainError as err:
+        raise KubectlError(f"error: {err}") from None
+    except ManifestError as err:
+        raise KubectlError(f"error: {err}") from None
 
 
 def _now(args: argparse.Namespace) -> datetime:
@@ -154,30 +176,49 @@ def _now(args: argparse.Namespace) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _read(args: argparse.Namespace, namespace: str | None) -> tuple[ClusterObjects, SchedulerConfiguration, str]:
-    """The objects, the scheduler's configuration, and the namespace to use (`-n`, else the context's)."""
+def _served(args: argparse.Namespace) -> tuple[Connection | None, str]:
+    """Where the answer comes from: a connection to the scheduler's explain API, or None to compute it here (a
+    dump, `--config`, or a cluster without the API, which is said on stderr); and the namespace to use."""
+    if args.filename:
+        return None, args.namespace or "default"
+    from phalanx.kubectl.connection import connect
+    from phalanx.kubectl.served import NOT_INSTALLED, available
+
+    connection = connect(args.kubeconfig, args.context, args.request_timeout)
+    namespace = args.namespace or connection.namespace
+    if args.config is None:
+        if available(connection):
+            return connection, namespace
+        print(NOT_INSTALLED, file=sys.stderr)
+    return None, namespace
+
+
+def _read(args: argparse.Namespace, namespace: str) -> tuple[ClusterObjects, SchedulerConfiguration]:
+    """The objects and the scheduler's configuration, to compute the answer here: from a dump, or from a LIST of
+    the live cluster."""
     if args.filename:
         from scheduler.simulation.scenario import load_scenario
 
         scenario = load_scenario(args.filename, _now(args), args.config)
-        return scenario.objects, scenario.config, namespace or "default"
-    from phalanx.kubectl.live import check_namespace, connect, read_cluster, scheduler_config
+        return scenario.objects, scenario.config
+    from phalanx.kubectl.connection import connect
+    from phalanx.kubectl.live import check_namespace, read_cluster, scheduler_config
 
     connection = connect(args.kubeconfig, args.context, args.request_timeout)
-    chosen = namespace or connection.namespace
     if not args.all_namespaces or args.func is run_explain:
-        check_namespace(connection, chosen)
+        check_namespace(connection, namespace)
     if args.config is not None:
         config = _config_file(args.config)
     else:
         config, warning = scheduler_config(connection, args.scheduler_config)
         if warning is not None:
             print(warning, file=sys.stderr)
-    return read_cluster(connection), config, chosen
+    return read_cluster(connection), config
 
 
 def _config_file(path: str) -> SchedulerConfiguration:
     """The one SchedulerConfiguration document of `path`, read as `phalanx simulate --config` reads it."""
+    from scheduler.api.config import SchedulerConfiguration
     from scheduler.api.manifest import load_manifests
 
     given = [o for o, _ in load_manifests([path]) if isinstance(o, SchedulerConfiguration)]
@@ -211,88 +252,82 @@ def run_explain(args: argparse.Namespace) -> int:
 
         kind, name, api_version = _target(args)
         now = _now(args)
-        objects, config, namespace = _read(args, args.namespace)
-        explained = explain(objects, config, now, Target(kind, namespace, name, api_version))
+        connection, namespace = _served(args)
+        if connection is not None:
+            from phalanx.kubectl.served import explanation
+
+            explained = explanation(connection, kind, namespace, name, api_version)
+        else:
+            from scheduler.explain.explanation import Target, explain
+
+            with _computed_here():
+                objects, config = _read(args, namespace)
+                explained = explain(objects, config, now, Target(kind, namespace, name, api_version)).as_json()
         if args.output != "text":
-            return document(explained.as_json(), args.output)
-        return render(explained, now)
+            return document(explained, args.output)
+        return render(explained)
 
     return _guarded(args, body)
 
 
 def run_status(args: argparse.Namespace) -> int:
     def body() -> str:
-        from phalanx.kubectl.get import render
+        from phalanx.kubectl.get import render, totals
         from phalanx.kubectl.printer import document
 
         now = _now(args)
-        objects, config, namespace = _read(args, args.namespace)
-        work = pending_work(objects, config, now, None if args.all_namespaces else namespace)
-        work.units = sorted(_selected(work.units, args), key=_sort_key(args.sort_by, now))
+        connection, namespace = _served(args)
+        if connection is not None:
+            from phalanx.kubectl.served import pending_work as served_work
+
+            work = served_work(connection, None if args.all_namespaces else namespace, args.selector)
+        else:
+            from scheduler.explain import selector
+            from scheduler.explain.status import pending_work
+
+            with _computed_here():
+                objects, config = _read(args, namespace)
+                found = pending_work(objects, config, now, None if args.all_namespaces else namespace)
+            if args.selector:
+                terms = selector.parse(args.selector)
+                found.units = [u for u in found.units if selector.matches(terms, u)]
+            work = found.as_json()
+        work["units"] = sorted(_selected(work["units"], args), key=_sort_key(args.sort_by, _instant(work["time"])))
+        work["totals"] = totals(work["units"])
         if args.output != "text":
-            return document(work.as_json(), args.output)
-        if not work.units:
+            return document(work, args.output)
+        if not work["units"]:
             where = "" if args.all_namespaces else f" in {namespace} namespace"
             print(f"No pending units found{where}.", file=sys.stderr)
             return ""
-        return render(work, now, args.all_namespaces, args.no_headers)
+        return render(work, args.all_namespaces, args.no_headers)
 
     return _guarded(args, body)
 
 
-def _selected(units: list[Unit], args: argparse.Namespace) -> list[Unit]:
-    terms = _selector(args.selector) if args.selector else None
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _selected(units: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
     return [
         u
         for u in units
-        if (not args.state or u.reason in args.state)
-        and (not args.queue or u.queue in args.queue)
-        and (terms is None or any(_matches(terms, labels) for labels in _labels(u)))
+        if (not args.state or u["reason"] in args.state) and (not args.queue or (u["queue"] or "") in args.queue)
     ]
 
 
-def _labels(unit: Unit) -> list[dict[str, str]]:
-    found = [m.pod.metadata.labels for m in unit.members]
-    return [unit.group.metadata.labels, *found] if unit.group is not None else found
-
-
-def _selector(text: str) -> list[tuple[str, str, str]]:
-    """kubectl's equality-based selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated (all must hold)."""
-    terms = []
-    for term in (t.strip() for t in text.split(",") if t.strip()):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            terms.append(("!=", key.strip(), value.strip()))
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            terms.append(("=", key.strip(), value.strip()))
-        elif term.startswith("!"):
-            terms.append(("!", term[1:].strip(), ""))
-        else:
-            terms.append(("", term, ""))
-    return terms
-
-
-def _matches(terms: list[tuple[str, str, str]], labels: dict[str, str]) -> bool:
-    for op, key, value in terms:
-        present = key in labels
-        held = {"!=": labels.get(key) != value, "=": labels.get(key) == value, "!": not present, "": present}[op]
-        if not held:
-            return False
-    return True
-
-
 def _sort_key(column: str, now: datetime) -> Any:
-    def key(unit: Unit) -> tuple[Any, ...]:
-        namespace, _, name = unit.key.partition("/")
-        created = unit.created.timestamp() if unit.created is not None else now.timestamp()
+    def key(unit: dict[str, Any]) -> tuple[Any, ...]:
+        namespace, _, name = unit["unit"].partition("/")
+        created = _instant(unit["created"]).timestamp() if unit["created"] else now.timestamp()
         value: Any = {
             "name": name,
             "namespace": namespace,
             "age": created,
-            "priority": unit.priority,
-            "queue": unit.queue,
-            "state": unit.reason,
+            "priority": unit["priority"],
+            "queue": unit["queue"] or "",
+            "state": unit["reason"],
         }[column]
         return (value, namespace, name)
 

@@ -1,108 +1,165 @@
 """`kubectl phalanx explain` as text: one unit, described the way `kubectl describe` lays an object out.
 
-The unit and its state, its members, where they can go now (kube-scheduler's FitError and how many fit),
-what preemption would do now (the Decision's summary, then one line per victim and spared candidate, capped),
-the preemptions in flight that concern it, and what would unblock it. `-o json` has everything.
+Rendered from the `Explanation` document (`-o json`), whoever computed it (the scheduler's explain API, or this
+command): the unit and its state, its members, where they can go now (kube-scheduler's FitError and how many
+fit), what preemption would do now (the Decision's summary, then one line per victim and spared candidate,
+capped), the preemptions in flight that concern it, what would unblock it, and which scheduler replica answered.
+`-o json` has everything.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from phalanx.kubectl.printer import NONE, age, table
-from scheduler.api.meta import rfc3339
-from scheduler.explain.explanation import Explanation
-from scheduler.explain.units import Unit
+from scheduler.preemption.decision import Decision, Outcome, Spared, SpareReason, Victim, VictimReason
 
 DETAIL_LINES = 20
 """Victim and spared-candidate lines shown before the rest is only counted."""
 LABEL = 15
+Doc = dict[str, Any]
+
+
+def instant(text: str) -> datetime:
+    """An RFC 3339 time of the document."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def decision(doc: Doc) -> Decision:
+    """The decision schema (`Decision.as_json`, `schemaVersion`) read back, to say it as `simulate` says it."""
+    return Decision(
+        preemptor=doc["preemptor"],
+        preemptor_priority=doc["preemptorPriority"],
+        outcome=Outcome(doc["outcome"]),
+        message=doc["message"],
+        victims=tuple(
+            Victim(
+                v["unit"], tuple(v["pods"]), v["priority"], tuple(v["nodes"]), VictimReason(v["reason"]), v["message"]
+            )
+            for v in doc["victims"]
+        ),
+        spared=tuple(
+            Spared(
+                s["unit"],
+                s["priority"],
+                s["plugin"],
+                SpareReason(s["reason"]),
+                s["message"],
+                instant(s["until"]) if s["until"] else None,
+            )
+            for s in doc["spared"]
+        ),
+        nominations={n["pod"]: n["node"] for n in doc["nominations"]},
+        pending={p["pod"]: p["message"] for p in doc["pending"]},
+        pdb_violations=doc["pdbViolations"],
+        until=instant(doc["until"]) if doc["until"] else None,
+        bound=doc["bound"],
+    )
 
 
 def _field(name: str, value: str) -> str:
     return f"{name + ':':<{LABEL}}{value}\n"
 
 
-def _kind(unit: Unit) -> str:
-    if unit.group is None:
+def _kind(unit: Doc) -> str:
+    if unit["kind"] == "Pod":
         return "Pod (a lone pod)"
-    policy = f"gang, minCount {unit.min_count}" if unit.policy == "gang" else "basic"
-    return f"PodGroup ({unit.api_version}): {policy}, disruptionMode {unit.group.disruption_mode}"
+    policy = f"gang, minCount {unit['members']['min']}" if unit["policy"] == "gang" else "basic"
+    return f"PodGroup ({unit['apiVersion']}): {policy}, disruptionMode {unit['disruptionMode']}"
 
 
-def _priority(unit: Unit) -> str:
-    klass = f" (PriorityClass {unit.priority_class})" if unit.priority_class else ""
-    never = ", preemptionPolicy Never" if unit.preemption_policy == "Never" else ""
-    return f"{unit.priority}{klass}{never}"
+def _priority(unit: Doc) -> str:
+    klass = f" (PriorityClass {unit['priorityClassName']})" if unit["priorityClassName"] else ""
+    never = ", preemptionPolicy Never" if unit.get("preemptionPolicy") == "Never" else ""
+    return f"{unit['priority']}{klass}{never}"
 
 
-def render(explained: Explanation, now: datetime) -> str:
-    unit, run, target = explained.unit, explained.run, explained.target
+def render(explained: Doc) -> str:
+    unit, target = explained["unit"], explained["target"]
+    now = instant(explained["time"])
     out = ""
-    if target.kind == "pod" and target.key != unit.key:
-        out += _field("Pod", f"{target.key} (a member: explaining its PodGroup)")
-    out += _field("Name", unit.key)
+    target_key = f"{target['namespace']}/{target['name']}"
+    if target["kind"] == "pod" and target_key != unit["key"]:
+        out += _field("Pod", f"{target_key} (a member: explaining its PodGroup)")
+    members = unit["members"]
+    out += _field("Name", unit["key"])
     out += _field("Kind", _kind(unit))
     out += _field("Priority", _priority(unit))
-    out += _field("Queue", unit.queue or NONE)
-    out += _field("Age", age(unit.created, now))
-    out += _field("State", unit.reason)
-    out += _field("Reason", unit.message or NONE)
-    out += _field("Members", f"{unit.exist} exist, {unit.bound} bound, {unit.min_count} needed")
-    rows = [[m.key, m.state, m.node or NONE, m.nominated or NONE, ",".join(m.gates) or NONE] for m in unit.members]
+    out += _field("Queue", unit["queue"] or NONE)
+    out += _field("Age", age(instant(unit["created"]) if unit["created"] else None, now))
+    out += _field("State", unit["reason"])
+    out += _field("Reason", unit["message"] or NONE)
+    out += _field("Members", f"{members['exist']} exist, {members['bound']} bound, {members['min']} needed")
+    rows = [
+        [m["pod"], m["state"], m["node"] or NONE, m["nominatedNode"] or NONE, ",".join(m["gates"]) or NONE]
+        for m in explained["members"]
+    ]
     if rows:
         out += _indent(table(["POD", "STATE", "NODE", "NOMINATED", "GATES"], rows))
-    if run is None:
-        return out + _unblock(explained)
-    attempt = run.attempt
-    if attempt is not None:
-        fit = f"{attempt.placed} of {attempt.needed} member(s) fit"
-        out += _field("Placement now", f"{fit}. {attempt.fit_error}".rstrip(". ") + ("." if attempt.fit_error else ""))
+    forecast = explained["forecast"]
+    if forecast["horizon"] is None:  # no dry run: nothing of the unit is pending
+        return out + _unblock(explained) + _served(explained)
+    placement = explained["placement"]
+    if placement is not None:
+        fit = f"{placement['fit']} of {placement['needed']} member(s) fit"
+        said = placement["message"]
+        out += _field("Placement now", f"{fit}. {said}".rstrip(". ") + ("." if said else ""))
     else:
         out += _field("Placement now", "not tried: its members are held back (see State)")
-    if run.ahead:
-        out += _field("Tried first", f"{', '.join(run.ahead[:5])}: they take room before it (priority, then age)")
-    if run.decision is not None:
+    ahead = explained["ahead"]
+    if ahead:
+        out += _field("Tried first", f"{', '.join(ahead[:5])}: they take room before it (priority, then age)")
+    if explained["decision"] is not None:
         out += "Preemption now (dry run, nothing written):\n"
-        lines = run.decision.summary()
-        details = run.decision.details(pending=False)
+        decided = decision(explained["decision"])
+        details = decided.details(pending=False)
         shown = details[:DETAIL_LINES]
         more = (
             [f"  ... {len(details) - DETAIL_LINES} more lines (-o json for all)"] if len(details) > DETAIL_LINES else []
         )
-        out += "".join(f"  {line}\n" for line in [*lines, *shown, *more])
-    elif run.waiting is not None:
-        out += _field("Preemption now", f"none: {run.waiting}")
-    if run.bound_at is not None:
-        out += _field("Dry run", f"bound at {rfc3339(run.bound_at)} ({_on(run.bound)})")
-    elif run.cut:
+        out += "".join(f"  {line}\n" for line in [*decided.summary(), *shown, *more])
+    elif explained["waiting"] is not None:
+        out += _field("Preemption now", f"none: {explained['waiting']}")
+    if forecast["boundAt"] is not None:
+        out += _field("Dry run", f"bound at {forecast['boundAt']} ({_on(forecast['bound'])})")
+    elif forecast["cut"]:
         out += _field("Dry run", "stopped before it could tell (too many passes); -o json has what it saw")
-    elif run.horizon is not None:
-        out += _field("Dry run", f"not bound by {rfc3339(run.horizon)}: nothing in the cluster changes that by itself")
-    if explained.flights:
+    else:
+        out += _field("Dry run", f"not bound by {forecast['horizon']}: nothing in the cluster changes that by itself")
+    if explained["inFlight"]:
         out += "In flight:\n"
-        for flight in explained.flights:
-            since = f" since {rfc3339(flight.since)}" if flight.since is not None else ""
-            nodes = sorted(set(flight.nominations.values()))
-            held = f"{len(flight.nominations)} member(s) nominated to {', '.join(nodes[:5]) or NONE}"
-            victims = ", ".join(flight.victims[:5]) + (
-                f", +{len(flight.victims) - 5} more" if len(flight.victims) > 5 else ""
-            )
-            left = f"{len(flight.victims)} victim(s) still terminating{since}" + (f": {victims}" if victims else "")
-            out += f"  {flight.preemptor}: {held}; {left}\n"
-    return out + _unblock(explained)
+        for flight in explained["inFlight"]:
+            since = f" since {flight['since']}" if flight["since"] is not None else ""
+            nodes = sorted({n["node"] for n in flight["nominations"]})
+            held = f"{len(flight['nominations'])} member(s) nominated to {', '.join(nodes[:5]) or NONE}"
+            victims = flight["victims"]
+            named = ", ".join(victims[:5]) + (f", +{len(victims) - 5} more" if len(victims) > 5 else "")
+            left = f"{len(victims)} victim(s) still terminating{since}" + (f": {named}" if named else "")
+            out += f"  {flight['preemptor']}: {held}; {left}\n"
+    return out + _unblock(explained) + _served(explained)
 
 
-def _on(bound: dict[str, str]) -> str:
-    nodes = sorted(set(bound.values()))
+def _on(bound: list[Doc]) -> str:
+    nodes = sorted({b["node"] for b in bound})
     shown = ", ".join(nodes[:5]) + (f", +{len(nodes) - 5} more" if len(nodes) > 5 else "")
     return f"{len(bound)} member(s) on {shown}"
 
 
-def _unblock(explained: Explanation) -> str:
-    if not explained.unblock:
+def _unblock(explained: Doc) -> str:
+    if not explained["unblock"]:
         return ""
-    return "What would unblock it:\n" + "".join(f"  - {u.message}\n" for u in explained.unblock)
+    return "What would unblock it:\n" + "".join(f"  - {u['message']}\n" for u in explained["unblock"])
+
+
+def _served(explained: Doc) -> str:
+    """Which scheduler replica computed the answer, and from its cache at which resourceVersion (served only)."""
+    served = explained.get("servedBy")
+    if served is None:
+        return ""
+    role = "leader" if served["leader"] else "standby"
+    cache = f"its cache at resourceVersion {served['resourceVersion']}"
+    return _field("Answered by", f"{served['replica']} ({role}), {cache}")
 
 
 def _indent(text: str) -> str:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSIDriver, CSINode
+from scheduler.api.device_class import DeviceClass
 from scheduler.api.meta import ApiModel
 from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
@@ -27,6 +28,9 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.resource_claim import API_VERSION as RESOURCE_API_VERSION
+from scheduler.api.resource_claim import ResourceClaim, ResourceClaimTemplate
+from scheduler.api.resource_slice import ResourceSlice
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
 
@@ -47,6 +51,10 @@ KINDS: dict[tuple[str, str], type[ApiModel]] = {
     ("storage.k8s.io/v1", "StorageClass"): StorageClass,
     ("storage.k8s.io/v1", "CSINode"): CSINode,
     ("storage.k8s.io/v1", "CSIDriver"): CSIDriver,
+    (RESOURCE_API_VERSION, "DeviceClass"): DeviceClass,
+    (RESOURCE_API_VERSION, "ResourceSlice"): ResourceSlice,
+    (RESOURCE_API_VERSION, "ResourceClaim"): ResourceClaim,
+    (RESOURCE_API_VERSION, "ResourceClaimTemplate"): ResourceClaimTemplate,
 }
 
 # Kinds `kubectl get all -o yaml` emits that play no part in scheduling: skipped, not errors.

@@ -51,6 +51,10 @@ class ObjectMeta(ApiModel):
     finalizers: list[str] = Field(default_factory=list)
 
 
+DISRUPTION_TARGET = "DisruptionTarget"
+"""The condition preemption sets on a victim pod and on a preempted PodGroup (upstream `v1.DisruptionTarget`)."""
+
+
 class Condition(ApiModel):
     """A status condition (`metav1.Condition` and the Pod's own `PodCondition` share these keys)."""
 
@@ -88,8 +92,3 @@ class LabelSelector(ApiModel):
             if expr.operator == "DoesNotExist" and present:
                 return False
         return True
-
-
-def namespaced_name(meta: ObjectMeta) -> str:
-    """`namespace/name`, the way logs, Events and `simulate` output refer to objects."""
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name

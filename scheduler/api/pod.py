@@ -128,11 +128,19 @@ class SchedulingGroup(ApiModel):
 
 
 class PodResourceClaim(ApiModel):
-    """An entry of `spec.resourceClaims` (DRA): read only to refuse what the scheduler does not allocate."""
+    """An entry of `spec.resourceClaims` (DRA): a ResourceClaim by name, or one the controller makes from a template
+    (named in `status.resourceClaimStatuses`). A PodGroup's `spec.resourceClaims` entries have the same shape."""
 
     name: str = ""
     resource_claim_name: str | None = None
     resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(ApiModel):
+    """The claim the controller made for a template entry of `spec.resourceClaims` (None: none was needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
 
 
 HostPort = tuple[str, str, int]
@@ -167,6 +175,7 @@ class PodStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     start_time: datetime | None = None
     nominated_node_name: str | None = None
+    resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
 
 
 class Pod(ApiModel):

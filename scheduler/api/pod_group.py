@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.pod import PodResourceClaim, PodResourceClaimStatus
 
 GROUP = "scheduling.phalanx.dev"
 VERSION = "v1alpha1"
@@ -50,10 +51,13 @@ class PodGroupSpec(ApiModel):
     priority_class_name: str | None = None
     priority: int | None = None
     queue_name: str | None = None
+    resource_claims: list[PodResourceClaim] = Field(default_factory=list)
+    """Claims its members share (1.36, DRAWorkloadResourceClaims): reserved for the group, allocated once."""
 
 
 class PodGroupStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
+    resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
 
 
 class PodGroup(ApiModel):

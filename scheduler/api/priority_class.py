@@ -14,8 +14,6 @@ from pydantic import Field
 
 from scheduler.api.meta import ApiModel, ObjectMeta
 
-MAX_USER_PRIORITY = 1_000_000_000
-
 
 class PriorityClass(ApiModel):
     api_version: str = "scheduling.k8s.io/v1"

@@ -21,10 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from scheduler.api.meta import DISRUPTION_TARGET
 from scheduler.api.node import Node
 from scheduler.api.pod import Pod
 
-POD_CONDITIONS_READ = frozenset({"PodScheduled", "DisruptionTarget"})
+POD_CONDITIONS_READ = frozenset({"PodScheduled", DISRUPTION_TARGET})
 """The Pod conditions anything reads (`Pod.condition`, `view.SCHEDULING_CONDITIONS`, the condition writes, which
 merge only the one type they write); the kubelet's (Ready, Initialized, ...) are dropped."""
 

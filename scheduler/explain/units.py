@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.api.meta import rfc3339
+from scheduler.api.meta import DISRUPTION_TARGET, rfc3339
 from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClassNotFound
@@ -30,7 +30,7 @@ from scheduler.framework.reasons import PendingReason
 from scheduler.framework.runner import DEFAULT_SCHEDULER, GROUP_SCHEDULED
 from scheduler.framework.snapshot_builder import effective_priority
 from scheduler.framework.unit_key import group_of, group_unit, object_name
-from scheduler.preemption.actuator import DISRUPTION_TARGET, REASON, message_preemptor
+from scheduler.preemption.actuator import REASON, message_preemptor
 
 NOT_TRIED = "Pending"
 """The reason of a unit the scheduler has not tried since it last changed."""
@@ -102,11 +102,17 @@ class Unit:
             "apiVersion": self.api_version,
             "priority": self.priority,
             "priorityClassName": self.priority_class,
+            "preemptionPolicy": self.preemption_policy,
             "queue": self.queue or None,
             "created": rfc3339(self.created) if self.created is not None else None,
             "reason": self.reason,
             "message": self.message,
-            "members": {"exist": self.exist, "bound": self.bound, "min": self.min_count},
+            "members": {
+                "exist": self.exist,
+                "bound": self.bound,
+                "min": self.min_count,
+                "pending": len(self.pending_members),
+            },
         }
 
     @property

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.api.csi import CSIDriver, CSINode
+from scheduler.api.device_class import DeviceClass
 from scheduler.api.meta import ApiModel, Condition, ObjectMeta
 from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
@@ -29,8 +30,11 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.resource_claim import ResourceClaim, ResourceClaimTemplate
+from scheduler.api.resource_slice import ResourceSlice
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
+from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.ledger import Ledger
 from scheduler.framework.storage import PodVolumes
 from scheduler.framework.unit_key import group_unit
@@ -61,6 +65,12 @@ class ClusterObjects:
     csi_drivers: dict[str, CSIDriver] = field(default_factory=dict)
     """Read from input only (`phalanx simulate`, `explain -f`): no plugin reads a CSIDriver yet, so the Kubernetes
     back end does not watch them (see `storage_table`)."""
+    device_classes: dict[str, DeviceClass] = field(default_factory=dict)
+    resource_slices: dict[str, ResourceSlice] = field(default_factory=dict)
+    resource_claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    resource_claim_templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
+    """Read from input only (`phalanx simulate`, which plays the resource claim controller): the Kubernetes back end
+    waits for the controller's claim, as kube-scheduler does, and does not watch templates."""
     namespaces: dict[str, Namespace] = field(default_factory=dict)
     """By name: a pod affinity term's `namespaceSelector` selects namespaces by their labels."""
     victims_in_flight: dict[str, str] = field(default_factory=dict)
@@ -92,6 +102,18 @@ def storage_table(objects: ClusterObjects, obj: ApiModel) -> dict[str, Any] | No
     return tables.get(type(obj))
 
 
+def device_table(objects: ClusterObjects, obj: ApiModel) -> dict[str, Any] | None:
+    """The table of `objects` that files `obj` when it is a DRA kind (DeviceClass, ResourceSlice, ResourceClaim,
+    ResourceClaimTemplate), else None."""
+    tables: dict[type, dict[str, Any]] = {
+        DeviceClass: objects.device_classes,
+        ResourceSlice: objects.resource_slices,
+        ResourceClaim: objects.resource_claims,
+        ResourceClaimTemplate: objects.resource_claim_templates,
+    }
+    return tables.get(type(obj))
+
+
 def unit_of(pod: Pod) -> str:
     """The unit key (`framework/unit_key.py`) a pod's own writes are for: its PodGroup's, or the pod's own."""
     group = pod.pod_group_name
@@ -101,10 +123,10 @@ def unit_of(pod: Pod) -> str:
 def object_key(obj: ApiModel) -> str:
     """The object's key in `ClusterObjects` (and in Events): `namespace/name`, or `name` for cluster-scoped kinds.
 
-    Pods, PodGroups and PersistentVolumeClaims written without a namespace (scenario files) are in `default`, as
-    on a cluster.
+    Pods, PodGroups, PersistentVolumeClaims, ResourceClaims and ResourceClaimTemplates written without a namespace
+    (scenario files) are in `default`, as on a cluster.
     """
-    if isinstance(obj, Pod | PodGroup | PersistentVolumeClaim):
+    if isinstance(obj, Pod | PodGroup | PersistentVolumeClaim | ResourceClaim | ResourceClaimTemplate):
         return obj.key
     meta = getattr(obj, "metadata", None)
     if not isinstance(meta, ObjectMeta):
@@ -123,6 +145,12 @@ class Cluster(Protocol):
         """The cluster now; the next call may change the tables this one returned (copy what must outlive it)."""
         ...
 
+    def writes_backed_up(self) -> bool:
+        """Backpressure: true while more Bindings wait to be sent than the back end sends in a few seconds. A pass
+        then tries no further unit and the rest wait in the queue, so a pod created meanwhile still goes by
+        priority rather than behind every Binding decided before it, and the writes in flight, which every
+        pass's view overlays, stay a few seconds' worth. The memory back end writes at once: never."""
+
     def bind(self, pod: Pod, node_name: str, unit: str | None = None) -> None:
         """POST pods/binding. A pod already bound stays where it is, and the view shows it there."""
 
@@ -132,6 +160,14 @@ class Cluster(Protocol):
         annotated `volume.kubernetes.io/selected-node: <node_name>`, then wait until the PV controller (and the
         provisioner) bound them all. The pod's Binding, made next, is sent only once this went through; a write
         refused, a binding undone or not done in time refuses both (the pod is pending again)."""
+
+    def allocate_claims(
+        self, pod: Pod, node_name: str, writes: tuple[ClaimWrite, ...], unit: str | None = None
+    ) -> None:
+        """PreBind (DynamicResources): each claim's `status.allocation` set, when it has none, and the consumer added to
+        its `status.reservedFor`, guarded by the resourceVersion the pass saw. The pod's Binding, made next, is sent
+        only once this went through; a write refused (the claim gone, allocated to other devices by now) refuses
+        both (the pod is pending again)."""
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Remove one gate (ours), guarded so a concurrent change to the gates is not lost."""
@@ -151,6 +187,10 @@ class Cluster(Protocol):
     def record_event(
         self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
     ) -> None: ...
+
+
+EVENT_NOTE_LIMIT = 1024
+"""The longest note an Event may carry: the API server rejects a longer one."""
 
 
 class WriteRefused(Exception):

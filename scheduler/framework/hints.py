@@ -20,7 +20,8 @@ the events below. Each wakes only the parked units it could help:
 - `policy`: a PriorityClass, PodDisruptionBudget, Queue or PodGroup (spec, labels, annotations such as
   min-runtime's start) added, removed or changed, which the victim search reads: every unit that may preempt.
 - `storage`: a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode added, removed or changed (a claim
-  created or bound, a volume's labels, a node's attach limit): every unit, as any node change.
+  created or bound, a volume's labels, a node's attach limit), or a DeviceClass, ResourceSlice or ResourceClaim
+  (devices published, a claim made from its template, allocated or released): every unit, as any node change.
 - `placed`: a pod newly placed on some node: units whose pods have pod affinity or topology spread constraints
   (it may be the pod their affinity needs, or raise the least loaded domain), whatever their priority.
 - `namespace`: a Namespace added, removed or relabelled: units whose pods have pod affinity or anti-affinity (a
@@ -98,7 +99,7 @@ class Sighting:
             policy=(tuple(snapshot.priority_classes.values()), snapshot.pdbs, tuple(snapshot.queues.values())),
             groups=dict(snapshot.groups),
             placed=where,
-            storage=snapshot.storage.sighting(),
+            storage=snapshot.storage.sighting() + snapshot.devices.sighting(),
             namespaces=snapshot.namespaces,
         )
 

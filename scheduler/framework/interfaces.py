@@ -10,7 +10,7 @@ reports each finding once (a Warning Event and a log line).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,12 +78,16 @@ class Exclusion:
     most `capacity` members share one (1 when the members exclude each other too: the same host port, an
     anti-affinity the members match)."""
 
-    needs: tuple[bool, ...]
+    needs: tuple[int, ...]
+    """Per member, how much of the column it takes: a flag (1) for a conflict, a count for devices."""
     holders: frozenset[str]
     capacity: int
     room: IntArray | None = None
     """Instead of `capacity`: per node, how many holders and needing members it may keep (topology spread: the
     node's domain may grow to maxSkew above the smallest); each holder removed gives 1 back."""
+    amounts: Mapping[str, int] | None = None
+    """With `room`: per holder, how much of the column it holds and gives back when removed, instead of 1 (the
+    devices a running pod's claims hold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +175,17 @@ class PreBindPlugin(Plugin, Protocol):
     def pre_bind(self, state: CycleState, pod: PodInfo, node: str, cluster: Cluster, unit: str) -> None: ...
 
 
+class Explanation(Protocol):
+    """Why a PostFilter proposed what it did, as far as the framework reads it: the PodDisruptionBudgets its
+    victims break, and lines for an Event. Preemption's is its `Decision`, which the simulator and `explain`
+    read whole."""
+
+    @property
+    def pdb_violations(self) -> int: ...
+
+    def explain(self, verbose: bool = False) -> list[str]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
     """What a PostFilter (preemption) proposes: nominations for the unit's members and why."""
@@ -178,7 +193,7 @@ class PostFilterResult:
     status: Status
     nominations: dict[str, str]
     victims: tuple[VictimUnit, ...] = ()
-    explanation: object = None
+    explanation: Explanation | None = None
 
 
 class PostFilterPlugin(Plugin, Protocol):

@@ -22,8 +22,9 @@ is over) would have retried, with nothing since that could help them (`PassRepor
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -94,8 +95,21 @@ class SchedulingQueue:
         self._due_times: list[datetime] = []
         """`_due`'s times, a heap."""
         self._popped: set[str] = set()
-        """The last `pop_order`'s units that were not parked, and those it returned: the only ones a pass can
-        leave not parked."""
+        """The units the last pass took from the active pool: with the pool's, the only ones a pass can leave
+        not parked."""
+        self._active: list[tuple[tuple[int, datetime, str], int, SchedulingUnit]] = []
+        """The active pool, a heap in `unit_order`, kept from pass to pass: a pass that ends early (its back end's
+        writes are backed up) leaves the rest here, and the next takes its units from the top instead of sorting
+        100,000 again. An entry whose unit is no longer `_queued[key]` is stale and skipped."""
+        self._queued: dict[str, SchedulingUnit] = {}
+        """Unit key -> the unit the active pool holds for it."""
+        self._pushes = itertools.count()
+        """Breaks the heap's ties between a unit and its stale entry (same order, same key)."""
+        self._queued_pods: dict[str, int] = {}
+        """The pods of `_queued`'s units that were not parked too when queued (a parked unit woken stays parked
+        until tried, and counts in its pool)."""
+        self._queued_total = 0
+        """The sum of `_queued_pods`."""
         self._backoffs: dict[int, timedelta] = {}
         self._put_since: set[str] | None = None
         """Units parked since the last `pop_order`: with its `changed`, the only parked ones that may have left.
@@ -116,6 +130,7 @@ class SchedulingQueue:
 
     def _put(self, key: str, parked: _Parked) -> None:
         self._drop(key)
+        self._unqueue(key)
         self._parked[key] = parked
         if self._put_since is not None:
             self._put_since.add(key)
@@ -214,27 +229,38 @@ class SchedulingQueue:
                 self._awake.add(key)
 
     def pop_order(
-        self, units: Mapping[str, SchedulingUnit], changed: Collection[str], now: datetime
-    ) -> list[SchedulingUnit]:
+        self,
+        units: Mapping[str, SchedulingUnit],
+        changed: Collection[str],
+        now: datetime,
+        until: Callable[[], bool] = lambda: False,
+    ) -> Iterator[SchedulingUnit]:
         """The active pool: units never tried, or whose wait is over; priority desc, then age, then key.
 
         `units` by key; `changed`: the keys of the units added, removed or not the same object since the last
         `pop_order`, or at least as many keys as `units` for a full look (every unit may be new). Only those, the
         units never parked, and the parked ones `_file` says may be ready are looked at: with 10,000 parked units
         that fit nowhere, a walk over all of them cost a pass 6 ms, and the two set differences that found the
-        units gone and those never parked 2.6 ms on the real server (issue 23)."""
+        units gone and those never parked 2.6 ms on the real server.
+
+        The units come one at a time from the top of the pool; those the pass does not take stay in it, in order,
+        for the next pass (a pass ends early when its back end's writes are backed up). A unit created meanwhile
+        with a higher priority is then taken before them, as in kube-scheduler's activeQ."""
         self.retries = Counter()
         self.avoided = 0
         parked_now = self._parked
+        queued = self._queued
         if self._put_since is None or len(changed) >= len(units):  # a full look: every unit may be new
-            gone: Iterable[str] = parked_now.keys() - units.keys()
+            gone: Iterable[str] = (parked_now.keys() | queued.keys()) - units.keys()
             fresh = units.keys() - parked_now.keys()
         else:
-            gone = [k for k in (*changed, *self._put_since) if k in parked_now and k not in units]
+            gone = [k for k in (*changed, *self._put_since) if (k in parked_now or k in queued) and k not in units]
             fresh = {k for k in (*changed, *self._popped) if k in units and k not in parked_now}
         for key in gone:
             self._drop(key)
+            self._unqueue(key)
         self._put_since = set()
+        fresh.difference_update(k for k in list(fresh) if queued.get(k) is units[k])  # in the pool as it is
         looks = fresh | self._awake
         looks.update(changed)
         epoch = self._epoch
@@ -246,7 +272,7 @@ class SchedulingQueue:
         ready: list[SchedulingUnit] = []
         for key in looks:
             unit = units.get(key)
-            if unit is None:
+            if unit is None or queued.get(key) is unit:
                 continue
             parked = parked_of(key)
             if (  # asleep, the same pods (a lone pod's unit is kept), nothing the old rule would count: skip at once
@@ -265,8 +291,53 @@ class SchedulingQueue:
                     self._awake.add(key)
             elif parked is not None:
                 self._file(key, parked, now)
-        self._popped = fresh.union(unit.key for unit in ready)
-        return sorted(ready, key=unit_order)
+        if len(ready) > len(self._active):  # a first pass, or a burst: one heapify, not a push each
+            for unit in ready:
+                self._enqueue(unit, push=False)
+            self._active += ((unit_order(unit), next(self._pushes), unit) for unit in ready)
+            heapq.heapify(self._active)
+        else:
+            for unit in ready:
+                self._enqueue(unit)
+        self._popped = set()
+        return self._take(until)
+
+    def _enqueue(self, unit: SchedulingUnit, push: bool = True) -> None:
+        """Put `unit` in the active pool (replacing the key's older unit); `push` False: the caller pushes it."""
+        self._unqueue(unit.key)
+        self._queued[unit.key] = unit
+        if unit.key not in self._parked:
+            self._queued_pods[unit.key] = len(unit.members)
+            self._queued_total += len(unit.members)
+        if not push:
+            return
+        if len(self._active) > 2 * len(self._queued) + 1024:  # mostly stale entries: keep the heap the pool's size
+            self._active = [entry for entry in self._active if self._queued.get(entry[2].key) is entry[2]]
+            heapq.heapify(self._active)
+        heapq.heappush(self._active, (unit_order(unit), next(self._pushes), unit))
+
+    def _unqueue(self, key: str) -> None:
+        """Take `key`'s unit out of the active pool (its heap entry goes stale)."""
+        self._queued.pop(key, None)
+        self._queued_total -= self._queued_pods.pop(key, 0)
+        if not self._queued:
+            self._active.clear()
+
+    def _take(self, until: Callable[[], bool]) -> Iterator[SchedulingUnit]:
+        """The active pool's units from the top, each leaving the pool as it is taken, until `until()` says stop."""
+        active, queued = self._active, self._queued
+        while active and not until():
+            *_, unit = heapq.heappop(active)
+            if queued.get(unit.key) is not unit:
+                continue  # stale: replaced or gone since it was pushed
+            self._unqueue(unit.key)
+            self._popped.add(unit.key)
+            yield unit
+
+    @property
+    def active(self) -> int:
+        """Units in the active pool: left by a pass that ended early, or ready since."""
+        return len(self._queued)
 
     def _ready(self, unit: SchedulingUnit, now: datetime) -> bool:
         parked = self._parked.get(unit.key)
@@ -373,6 +444,7 @@ class SchedulingQueue:
 
     def done(self, unit: SchedulingUnit) -> None:
         self._drop(unit.key)
+        self._unqueue(unit.key)
 
     def pool_of(self, key: str) -> str | None:
         """`backoff` or `unschedulable` for a parked unit; None for one not parked."""
@@ -389,9 +461,10 @@ class SchedulingQueue:
 
     def pods_by_pool(self, units: Mapping[str, SchedulingUnit], pods: int) -> Counter[str | None]:
         """The `pods` of the last `pop_order`'s `units` by the pool of their unit (`pool_of`), counted from the few
-        units not parked (among those it popped or never saw parked) or backing off: the rest are unschedulable."""
+        units not parked (those the pass took, and the active pool's) or backing off: the rest are unschedulable."""
         counted: Counter[str | None] = Counter()
-        counted[None] = sum(len(units[key].members) for key in self._popped if key in units and key not in self._parked)
+        taken = sum(len(units[key].members) for key in self._popped if key in units and key not in self._parked)
+        counted[None] = taken + self._queued_total
         counted["backoff"] = sum(
             len(units[key].members) for key in self._awake if key in units and self.pool_of(key) == "backoff"
         )

@@ -134,6 +134,9 @@ class PassReport:
     """Parked units not tried again, no event since could help them, that the old rule would have retried."""
     pools: dict[str, int] = field(default_factory=dict)
     """Units in the backoff and unschedulable pools, and pods in the gated one, after the pass."""
+    deferred: int = 0
+    """Units ready but not tried: the pass ended because the back end's writes were backed up
+    (`Cluster.writes_backed_up`). They stay in the queue's active pool, in order, for the next pass."""
 
 
 class Scheduler:
@@ -145,6 +148,7 @@ class Scheduler:
         actuator: Actuator | None = None,
         all_schedulers: bool = False,
         interrupted: Callable[[], bool] = lambda: False,
+        cache: PodInfoCache | None = None,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -157,7 +161,8 @@ class Scheduler:
         every unit: one that retries 10,000 pending pods takes seconds, and may write nothing that would
         notice the Lease is gone."""
         self.queue = SchedulingQueue(config.backoff_seconds, config.max_backoff_seconds)
-        self._cache = PodInfoCache()
+        self._cache = cache or PodInfoCache()
+        """What the snapshot builds reuse: given warm by a standby that just became leader (`process.py`)."""
         self._reported: dict[str, set[WarningKey]] = {}
         """Per configuration check, the findings of its last answer: those are not reported again."""
         self.reasons = ReasonBook()
@@ -195,7 +200,7 @@ class Scheduler:
         tried: set[str] = set()
         memo = PlacementMemo(snapshot, self.profile)
         self.queue.sight(Sighting.of(snapshot))
-        order = self.queue.pop_order(units, admitted.looked, now)
+        order = self.queue.pop_order(units, admitted.looked, now, until=self.cluster.writes_backed_up)
         report.retries, report.retries_avoided = self.queue.retries, self.queue.avoided
         for unit in order:
             self._check_interrupted()
@@ -211,8 +216,11 @@ class Scheduler:
         self.queue.sight(Sighting.of(snapshot, placed_infos), placed_infos)
         self._tell_held(snapshot, report, tried, admitted.looked)
         self._summarise(units, admitted.members, held, placed, snapshot, report)
+        report.deferred = self.queue.active
         report.pools = self.queue.pools(gated=len(held))
-        log.info("pass done", tried=report.units_tried, bound=len(report.bindings), **report.pools)
+        log.info(
+            "pass done", tried=report.units_tried, bound=len(report.bindings), deferred=report.deferred, **report.pools
+        )
         return report
 
     def _tell(
@@ -705,7 +713,7 @@ class Scheduler:
                         preemptor=unit.key,
                         victims=len(result.victims),
                         nominated=sum(1 for node in result.nominations.values() if node),
-                        pdb_violations=getattr(result.explanation, "pdb_violations", 0),
+                        pdb_violations=result.explanation.pdb_violations if result.explanation else 0,
                     )
                 self.actuator.actuate(unit, result, snapshot)
                 for member in unit.members:

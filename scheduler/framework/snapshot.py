@@ -22,6 +22,7 @@ from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.framework.devices import Devices
 from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.storage import Storage
@@ -82,7 +83,12 @@ class RowsSeen:
         if self.log is log:
             if self.at == len(log):
                 return []
-            rows = [log[-1]] if self.at == len(log) - 1 else sorted(set(log[self.at :]))
+            if self.at == len(log) - 1:  # a pod placed since: a pass asks this for every pod
+                self.at = len(log)
+                row = log[-1]
+                self.versions[row] = snapshot.versions[row]
+                return [row]
+            rows = sorted(set(log[self.at :]))
         else:
             rows = np.flatnonzero(self.versions != snapshot.versions).tolist()
         self.log, self.at = snapshot.row_log, len(snapshot.row_log)
@@ -198,6 +204,8 @@ class Snapshot:
     """The PodGroups that name a queue."""
     storage: Storage = field(default_factory=Storage)
     """The claims, volumes, StorageClasses and CSINodes the volume plugins read."""
+    devices: Devices = field(default_factory=Devices)
+    """The DeviceClasses, ResourceSlices and ResourceClaims DynamicResources reads."""
     namespaces: Namespaces = field(default_factory=Namespaces)
     """The namespaces' labels, which pod affinity terms select namespaces by (`pod_terms.term_of`)."""
 
@@ -308,5 +316,6 @@ class Snapshot:
             group_class_names=self.group_class_names,
             queued_groups=self.queued_groups,
             storage=self.storage,
+            devices=self.devices,
             namespaces=self.namespaces,
         )

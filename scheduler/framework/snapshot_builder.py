@@ -22,6 +22,7 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, ResolvedPriority, resolve_priority
 from scheduler.api.quantity import PODS
 from scheduler.framework.cluster import ChangeFeed, ClusterObjects
+from scheduler.framework.devices import Devices
 from scheduler.framework.namespaces import Namespaces
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import (
@@ -619,5 +620,6 @@ def build_snapshot(
             classes=objects.storage_classes,
             csi_nodes=objects.csi_nodes,
         ),
+        devices=Devices(classes=objects.device_classes, slices=objects.resource_slices, claims=objects.resource_claims),
         namespaces=cache.namespaces,
     )

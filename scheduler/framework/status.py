@@ -31,10 +31,6 @@ class Status:
     def is_success(self) -> bool:
         return self.code in (Code.SUCCESS, Code.SKIP)
 
-    @property
-    def is_rejection(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-
     def message(self) -> str:
         return "; ".join(self.reasons)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework.profile import Profile
+from scheduler.plugins.dynamic_resources import DynamicResources
 from scheduler.plugins.gang_readiness import GangReadiness
 from scheduler.plugins.image_locality import ImageLocality
 from scheduler.plugins.inter_pod_affinity import InterPodAffinity
@@ -41,14 +42,15 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
     binding = VolumeBinding()
     volumes = (NodeVolumeLimits(), binding, VolumeZone())
     restrictions = VolumeRestrictions()
+    devices = DynamicResources()
     preemption = WorkloadPreemption(
-        statics, victim_filters, validators, constraints=(ports, affinity, spread, restrictions, *volumes)
+        statics, victim_filters, validators, constraints=(ports, affinity, spread, restrictions, *volumes, devices)
     )
     return Profile(
         pre_enqueue=(GangReadiness(), SchedulingGates()),
         static_filters=statics,
         filters=(ports, NodeResourcesFit(), *volumes),
-        pod_constraints=(binding.claims, UnsupportedFields(), restrictions, spread, affinity),
+        pod_constraints=(binding.claims, UnsupportedFields(), devices, restrictions, spread, affinity),
         scores=(NodeResourcesAllocated(config.scoring_strategy), NodeResourcesBalancedAllocation()),
         pod_scores=(taints, node_affinity, spread, affinity, ImageLocality()),
         post_filters=(preemption,),
@@ -56,6 +58,6 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         scenario_validators=validators,
         configuration_checks=victim_filters,
         snapshot_hooks=(preemption,),
-        reserves=(binding,),
-        pre_binds=(binding,),
+        reserves=(binding, devices),
+        pre_binds=(binding, devices),
     )

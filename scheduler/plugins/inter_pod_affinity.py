@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -61,65 +62,59 @@ class _Holders:
     counts: dict[HeldTerm, IntArray]
     keys: dict[HeldTerm, dict[int, list[str]]]
     """Per term, per node row, the pods holding it."""
+    required: int = 0
+    """How many of the terms in `counts` are required anti-affinity (weight 0): none, and a pod without pod
+    affinity of its own has nothing to be filtered for (upstream's PreFilter Skip)."""
+
+    def add(self, held: HeldTerm, row: int, key: str) -> None:
+        counts = self.counts.get(held)
+        if counts is None:
+            counts = self.counts[held] = np.zeros(len(self.rows), dtype=np.int64)
+            self.keys[held] = {}
+            self.required += held[0] == 0
+        counts[row] += 1
+        self.keys[held].setdefault(row, []).append(key)
+
+    def remove(self, held: HeldTerm, row: int) -> None:
+        counts = self.counts[held]
+        counts[row] -= 1
+        self.keys[held].pop(row, None)
+        if not counts.any():
+            del self.counts[held], self.keys[held]
+            self.required -= held[0] == 0
 
 
 def _holders(snapshot: Snapshot) -> _Holders:
-    """The index of `existing_terms`, brought up to date: one walk over the pods when the node set or the
-    namespaces' labels change, then only the rows that changed, as `pod_counts` keeps its columns."""
+    """The running pods' terms, brought up to date: one walk over the pods when the node set or the namespaces'
+    labels change, then only the rows that changed, as `pod_counts` keeps its columns. Asked for every pod a
+    pass places, so the common case, a row or none changed and no pod in it with pod affinity, costs little."""
     slot = ("InterPodAffinity", "holders")
-    versions = snapshot.versions
-    nodes = len(versions)
     kept = snapshot.indexes.get(slot)
-    changed: list[int]
     namespaces = snapshot.namespaces
-    if not isinstance(kept, _Holders) or len(kept.seen.versions) != nodes or kept.namespaces is not namespaces:
-        seen = RowsSeen(versions.copy(), snapshot.row_log, len(snapshot.row_log))
+    changed: list[int]
+    if isinstance(kept, _Holders) and len(kept.rows) == len(snapshot.running) and kept.namespaces is namespaces:
+        changed = kept.seen.changed(snapshot)
+        if not changed:
+            return kept
+    else:
+        nodes = len(snapshot.running)
+        seen = RowsSeen(snapshot.versions.copy(), snapshot.row_log, len(snapshot.row_log))
         kept = _Holders(seen, namespaces, [()] * nodes, {}, {})
         snapshot.indexes[slot] = kept
         changed = list(range(nodes))
-    else:
-        changed = kept.seen.changed(snapshot)
-    counts, keys = kept.counts, kept.keys
+    rows = kept.rows
     for row in changed:
-        for _, terms in kept.rows[row]:
-            for held in terms:
-                counts[held][row] -= 1
-                keys[held].pop(row, None)
-                if not counts[held].any():
-                    del counts[held], keys[held]
         pods = snapshot.running[row]
-        if not kept.rows[row] and not any(p.pod_affinity for p in pods):
+        if not rows[row] and not any(p.pod_affinity for p in pods):
             continue  # most rows: no pod with pod affinity, before or now
-        now = tuple((p.key, terms) for p in pods if p.pod_affinity and (terms := held_terms(p.pod, namespaces)))
-        kept.rows[row] = now
-        for key, terms in now:
+        for _, terms in rows[row]:
             for held in terms:
-                if held not in counts:
-                    counts[held] = np.zeros(nodes, dtype=np.int64)
-                    keys[held] = {}
-                counts[held][row] += 1
-                keys[held].setdefault(row, []).append(key)
+                kept.remove(held, row)
+        rows[row] = tuple((p.key, terms) for p in pods if p.pod_affinity and (terms := held_terms(p.pod, namespaces)))
+        for key, terms in rows[row]:
+            for held in terms:
+                kept.add(held, row, key)
     return kept
-
-
-def existing_terms(snapshot: Snapshot) -> dict[HeldTerm, IntArray]:
-    """Per term some running pod holds (`pod_terms.held_terms`), the holders per node."""
-    return _holders(snapshot).counts
-
-
-def existing_anti_affinity(snapshot: Snapshot) -> dict[PodTerm, IntArray]:
-    """The running pods' required anti-affinity terms, with their holders per node."""
-    return {term: holders for (weight, term), holders in existing_terms(snapshot).items() if weight == 0}
-
-
-HELD_KEY = "InterPodAffinity/held"
-
-
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """`existing_terms` as the filter read it for this cycle's pod (CycleState)."""
-
-    terms: dict[HeldTerm, IntArray]
 
 
 def _counted(snapshot: Snapshot, term: PodTerm) -> Counted:
@@ -155,11 +150,12 @@ class InterPodAffinity:
     weight = 2
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> NodeVerdict | None:
+        index = _holders(snapshot)
+        if not pod.pod_affinity and not index.required:
+            return None  # no term of its own, and none held against it: upstream's PreFilter Skip
         affinity = required_affinity(pod.pod, snapshot.namespaces)
         anti = required_anti_affinity(pod.pod, snapshot.namespaces)
-        held = existing_terms(snapshot)
-        state.write(HELD_KEY, _Held(held))  # read again by `pod_score` in the same cycle, before any placement
-        existing = {term: holders for (weight, term), holders in held.items() if weight == 0}
+        existing = {term: holders for (weight, term), holders in index.counts.items() if weight == 0}
         if not affinity and not anti and not existing:
             return None
         rows = len(snapshot.running)
@@ -200,7 +196,7 @@ class InterPodAffinity:
         index = _holders(snapshot)
         existing = {term: per_node for (weight, term), per_node in index.counts.items() if weight == 0}
         rows = len(snapshot.running)
-        masks = np.ones((len(members), rows), dtype=np.bool_)
+        masks = np.empty((len(members), rows), dtype=np.bool_)
         found: dict[tuple[str, PodTerm], tuple[BoolArray, list[str]]] = {}
 
         def in_the_way(kind: str, term: PodTerm, per_node: IntArray) -> tuple[BoolArray, list[str]]:
@@ -209,36 +205,44 @@ class InterPodAffinity:
             if (kind, term) not in found:
                 at = np.flatnonzero(per_node).tolist()
                 if kind == "matches":
-                    listed = _counted(snapshot, term).keys
-                    keys = [key for row in at for key in listed[row]]
+                    keys = list(chain.from_iterable(map(_counted(snapshot, term).keys.__getitem__, at)))
                 else:
-                    by_row = index.keys[0, term]
-                    keys = [key for row in at for key in by_row.get(row, ())]
+                    keys = list(chain.from_iterable(map(index.keys[0, term].get, at, repeat(()))))
                 spread = domains(snapshot, term.topology_key)
                 found[kind, term] = (spread.labelled & (spread.shared(per_node) - per_node > 0), keys)
             return found[kind, term]
 
         conflicts: dict[tuple[tuple[str, PodTerm], ...], list[int]] = {}
         repelled: set[int] = set()
+        alike: dict[object, tuple[BoolArray, tuple[tuple[str, PodTerm], ...], bool]] = {}
         for at, member in enumerate(members):
             affinity = required_affinity(member.pod, snapshot.namespaces)
             anti = required_anti_affinity(member.pod, snapshot.namespaces)
-            if affinity:
-                masks[at] &= ~self._affinity_rejects_after_removal(snapshot, member, affinity, removable)
-            pairs = [("matches", t, _matching(snapshot, t)) for t in anti]
-            pairs += [("holds", t, per_node) for t, per_node in existing.items() if t.matches(member)]
-            blocking: list[tuple[str, PodTerm]] = []
-            for kind, term, per_node in pairs:
-                if per_node.any():
-                    masks[at] &= ~in_the_way(kind, term, per_node)[0]
-                    blocking.append((kind, term))
-            if any(t.matches(other) for t in anti for other in members):
+            held = tuple(t for t in existing if t.matches(member))
+            # Everything the member's mask and conflicts read of it: a gang's members mostly share one.
+            shape = (affinity, all(t.matches(member) for t in affinity), anti, held)
+            if shape not in alike:
+                mask = np.ones(rows, dtype=np.bool_)
+                if affinity:
+                    mask &= ~self._affinity_rejects_after_removal(snapshot, member, affinity, removable)
+                pairs = [("matches", t, _matching(snapshot, t)) for t in anti]
+                pairs += [("holds", t, existing[t]) for t in held]
+                blocking: list[tuple[str, PodTerm]] = []
+                for kind, term, per_node in pairs:
+                    if per_node.any():
+                        mask &= ~in_the_way(kind, term, per_node)[0]
+                        blocking.append((kind, term))
+                repels = any(t.matches(other) for t in anti for other in members)
+                alike[shape] = (mask, tuple(blocking), repels)
+            mask, blocking_terms, repels = alike[shape]
+            masks[at] = mask
+            if repels:
                 repelled.add(at)
-            if blocking or at in repelled:
-                conflicts.setdefault(tuple(blocking), []).append(at)
+            if blocking_terms or repels:
+                conflicts.setdefault(blocking_terms, []).append(at)
         exclusions = []
         for blocking_terms, indices in conflicts.items():
-            holders = frozenset(key for pair in blocking_terms for key in found[pair][1])
+            holders = frozenset(chain.from_iterable(found[pair][1] for pair in blocking_terms))
             needs = tuple(i in indices for i in range(len(members)))
             capacity = 1 if any(i in repelled for i in indices) else len(members)
             exclusions.append(Exclusion(needs=needs, holders=holders, capacity=capacity))
@@ -248,8 +252,10 @@ class InterPodAffinity:
         """Upstream's `scoring.go`: per domain, the weights of the pod's preferred terms its pods match (anti-affinity
         subtracting), and of the running pods' preferred terms and required affinity (weight 1) the pod matches;
         a node scores its domains' sums, min-max normalised over the feasible nodes."""
-        kept = state.read(HELD_KEY, _Held)
-        held = kept.terms if kept is not None else existing_terms(snapshot)
+        index = _holders(snapshot)
+        held = index.counts
+        if not pod.pod_affinity and len(held) == index.required:
+            return None  # no term of its own, and the running pods' terms are all filters
         own = preferred_terms(pod.pod, snapshot.namespaces)
         theirs = [(weight, term, holders) for (weight, term), holders in held.items() if weight and term.matches(pod)]
         if (not own and not theirs) or not feasible.any():

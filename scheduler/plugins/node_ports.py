@@ -8,12 +8,14 @@ pods that hold the port frees it, which the preemption search sees as one more c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain
 
 import numpy as np
 
 from scheduler.api.pod import WILDCARD_IP, HostPort
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Exclusion, NodeVerdict, PreemptionTerms
+from scheduler.framework.pod_counts import Counted, counted
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code
@@ -29,6 +31,12 @@ def conflicts(wanted: HostPort, used: HostPort) -> bool:
 def holds(pod: PodInfo, wanted: Sequence[HostPort]) -> bool:
     """Whether `pod` takes a port that one of `wanted` conflicts with."""
     return any(conflicts(w, used) for used in pod.host_ports for w in wanted)
+
+
+def _using(snapshot: Snapshot, port: HostPort) -> Counted:
+    """The pods on each node that take a port `port` conflicts with, kept by row (`pod_counts`): a preemption
+    attempt then reads the rows that changed since the last, not every pod."""
+    return counted(snapshot, ("NodePorts", port), lambda p: bool(p.host_ports) and holds(p, (port,)))
 
 
 class NodePorts:
@@ -63,7 +71,7 @@ class NodePorts:
             return PreemptionTerms()
         exclusions = []
         for port in ports:
-            holders = frozenset(p.key for row in snapshot.running for p in row if p.host_ports and holds(p, [port]))
+            holders = frozenset(chain.from_iterable(_using(snapshot, port).keys))
             needs = tuple(any(conflicts(port, own) for own in m.host_ports) for m in members)
             exclusions.append(Exclusion(needs=needs, holders=holders, capacity=1))
         return PreemptionTerms(exclusions=tuple(exclusions))

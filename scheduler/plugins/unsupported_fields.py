@@ -1,7 +1,7 @@
 """UnsupportedFields: a pod that asks for something phalanx-scheduler cannot honour waits, saying so.
 
 kube-scheduler honours every scheduling field of a pod; a scheduler that skipped one would place the pod where
-it cannot run (a GPU claim never allocated, a gang spread over racks it asked to stay in). Until Phalanx
+it cannot run (a gang spread over racks it asked to stay in). Until Phalanx
 implements such a field, the pod is UnschedulableAndUnresolvable with `phalanx-scheduler does not support
 FIELD`, the message kube-scheduler would give for a PreFilter rejection: nothing is placed as if the field were
 absent, and nothing is preempted for it. README's plugin table lists what is and is not supported.
@@ -20,17 +20,12 @@ from scheduler.framework.status import Code
 
 def unsupported(pod: PodInfo, snapshot: Snapshot) -> str | None:
     """The first field of `pod` (or of its PodGroup) the scheduler does not implement, or None."""
-    spec = pod.pod.spec
-    if spec.resource_claims:
-        return "spec.resourceClaims"
     group = snapshot.groups.get(pod.group_key) if pod.group_key is not None else None
     if group is not None:
         extra = group.spec.model_extra or {}
         constraints = extra.get("schedulingConstraints")
         if isinstance(constraints, dict) and constraints.get("topology"):
             return f"spec.schedulingConstraints.topology of PodGroup {group.key}"
-        if extra.get("resourceClaims"):
-            return f"spec.resourceClaims of PodGroup {group.key}"
     return None
 
 

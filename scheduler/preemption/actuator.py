@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import structlog
 
-from scheduler.api.meta import Condition
-from scheduler.framework.cluster import Cluster
+from scheduler.api.meta import DISRUPTION_TARGET, Condition
+from scheduler.framework.cluster import EVENT_NOTE_LIMIT, Cluster
 from scheduler.framework.interfaces import PostFilterResult
 from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.unit_key import group_unit
-from scheduler.preemption.decision import Decision
 
 log = structlog.get_logger(__name__)
 
-DISRUPTION_TARGET = "DisruptionTarget"
 REASON = "PreemptionByScheduler"
-EVENT_NOTE_LIMIT = 1024
-"""The API server rejects an Event whose note is longer."""
 ANNOUNCED = 4096
 """Preemptors whose last announcement is remembered (the oldest is forgotten first)."""
 
@@ -82,7 +78,7 @@ class PreemptionActuator:
             for victim in result.victims
             for info in victim.pods
         )
-        if acting and isinstance(result.explanation, Decision):
+        if acting and result.explanation is not None:
             note = "; ".join(line.strip() for line in result.explanation.explain()[:4])[:EVENT_NOTE_LIMIT]
             if self._announced.get(unit.key) != note:
                 self._announced.pop(unit.key, None)

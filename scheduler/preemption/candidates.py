@@ -14,9 +14,10 @@ VictimUnit objects are only made for the few units filters, validators and the a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,11 @@ FILTER_ROUNDS = 3
 """Searches run with victim filters applied only to chosen victims before every candidate is checked."""
 VALIDATION_ROUNDS = 3
 """Extra searches, each sparing one more victim, after scenario validators refused every plan."""
+SPLICED_IN_PLACE = 64
+"""Up to this many changed nodes, their pods are spliced into the list of every running pod in place: a new list
+touches every pod, and is one more young object of 100,000 references for the cyclic collector to walk."""
+PLACES = 1 << 32
+"""More than the pods any node runs: a running pod's place is its node times this plus its place on the node."""
 
 
 def is_terminating(info: PodInfo) -> bool:
@@ -100,9 +106,9 @@ class RunningPods:
     _vectors: list[IntArray] = field(default_factory=list)
     _stamps: dict[datetime, float] = field(default_factory=dict)
     _where: dict[str, int] = field(default_factory=dict)
-    """Pod key -> node of the running, non-terminating pods."""
-    _rows: tuple[npt.NDArray[np.object_], dict[str, int]] | None = None
-    """Pod key -> row, made from `keys` when `rows_of` first needs it after they changed."""
+    """Pod key -> where a running, non-terminating pod is: its node times `PLACES` plus its place among the node's
+    pods. Rows move whenever an earlier node's pods change, places do not: kept with the rows that change, this
+    finds the rows of thousands of pods (`rows_of`) without an index of every pod made again for each snapshot."""
 
     @staticmethod
     def of(snapshot: Snapshot) -> RunningPods:
@@ -150,24 +156,19 @@ class RunningPods:
             self.version, self._snapshot = version(snapshot), snapshot
         return self
 
-    def rows_of(self, keys: Iterable[str]) -> IntArray:
+    def rows_of(self, keys: Collection[str]) -> IntArray:
         """The rows of these pods, -1 for a pod not running (gone, terminating or never bound): one dictionary
-        look-up a pod, for the thousands of pods a constraint's exclusion may name."""
-        if self._rows is None or self._rows[0] is not self.keys:
-            self._rows = (self.keys, {key: row for row, key in enumerate(self.keys.tolist())})
-        index = self._rows[1]
-        return np.fromiter((index.get(key, -1) for key in keys), dtype=np.int64)
+        look-up a pod, in C, for the thousands of pods a constraint's exclusion may name."""
+        where = np.fromiter(map(self._where.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        found = where >= 0
+        rows = np.full(len(where), -1, dtype=np.int64)
+        rows[found] = self.starts[where[found] // PLACES] + where[found] % PLACES
+        return rows
 
     def row_of(self, key: str) -> int | None:
         """The row of a running, non-terminating pod."""
-        node = self._where.get(key)
-        if node is None:
-            return None
-        low, high = int(self.starts[node]), int(self.starts[node + 1])
-        for row in range(low, high):
-            if self.infos[row].key == key:
-                return row
-        return None
+        where = self._where.get(key)
+        return None if where is None else int(self.starts[where // PLACES]) + where % PLACES
 
     def code(self, group_key: str) -> int:
         """The code of a PodGroup in `member` (-1 when no running pod ever belonged to it)."""
@@ -231,8 +232,10 @@ class RunningPods:
         self._seen_versions[changed] = snapshot.versions[changed]
         at = 0
         for row, count in zip(changed, fresh.counts, strict=True):
-            for info in fresh.infos[at : at + count]:
-                where[info.key] = row
+            first = row * PLACES
+            where.update(
+                zip([info.key for info in fresh.infos[at : at + count]], range(first, first + count), strict=True)
+            )
             at += count
         counts = np.diff(self.starts)
         counts[changed] = fresh.counts
@@ -240,13 +243,18 @@ class RunningPods:
         np.cumsum(fresh.counts, out=offsets[1:])
         cuts = [(int(self.starts[row]), int(self.starts[row + 1])) for row in changed]
         pieces = list(zip(cuts, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
-        infos: list[PodInfo] = []
-        previous = 0
-        for (low, high), begin, end in pieces:
-            infos += self.infos[previous:low]
-            infos += fresh.infos[begin:end]
-            previous = high
-        infos += self.infos[previous:]
+        if len(changed) <= SPLICED_IN_PLACE:
+            for (low, high), begin, end in reversed(pieces):
+                self.infos[low:high] = fresh.infos[begin:end]
+        else:
+            infos: list[PodInfo] = []
+            previous = 0
+            for (low, high), begin, end in pieces:
+                infos += self.infos[previous:low]
+                infos += fresh.infos[begin:end]
+                previous = high
+            infos += self.infos[previous:]
+            self.infos = infos
 
         def spliced(old: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any]:
             if len(changed) == len(self.names):
@@ -266,7 +274,6 @@ class RunningPods:
         self.requests = spliced(self.requests, vectors[np.array(fresh.shape, dtype=np.int64)].reshape(-1, width))
         self.member = spliced(self.member, np.array(fresh.member, dtype=np.int64))
         self.started = spliced(self.started, np.array(fresh.started, dtype=np.float64))
-        self.infos = infos
         self.starts = np.zeros(len(self.names) + 1, dtype=np.int64)
         np.cumsum(counts, out=self.starts[1:])
         self.node = np.repeat(np.arange(len(self.names), dtype=np.int64), counts)
@@ -291,6 +298,10 @@ class Candidates:
     victim_filters: tuple[VictimFilter, ...]
     whole: dict[str, int] = field(default_factory=dict)
     """Unit index of each `PodGroup`-mode group among the candidates."""
+    validators: tuple[ScenarioValidator, ...] = ()
+    """Asked about each final victim set through `search` (`_search`); `search_input` does not hold them, so it
+    refers to nothing that refers back to it: a decision's columns are freed with it, not left in a cycle for the
+    collector to walk."""
     _victims: dict[int, VictimUnit] = field(default_factory=dict)
     _order: IntArray | None = None
     _bounds: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -344,7 +355,7 @@ class Candidates:
         protections: dict[int, Status] = {}
         checked: set[int] = set()
         for _ in range(FILTER_ROUNDS):
-            decision = search(replace(self.search_input, protections=protections))
+            decision = self._search(protections)
             if decision.outcome != Outcome.PREEMPT and not protections:
                 return self._revalidate(decision, protections, checked)
             fresh = [index[v.key] for v in decision.victims if index[v.key] not in checked]
@@ -357,7 +368,7 @@ class Candidates:
                 break
         protections.update(self._protect(i for i in range(len(self.search_input.units)) if i not in checked))
         checked.update(range(len(self.search_input.units)))
-        return self._revalidate(search(replace(self.search_input, protections=protections)), protections, checked)
+        return self._revalidate(self._search(protections), protections, checked)
 
     def _revalidate(self, decision: Decision, protections: dict[int, Status], checked: set[int]) -> Decision:
         """When scenario validators refused every plan, spare refused victims one at a time and retry.
@@ -380,21 +391,25 @@ class Candidates:
             if spare is None:
                 break
             tried[spare] = Status(Code.UNSCHEDULABLE, (decision.message,), plugin=SEARCH_PLUGIN)
-            decision = search(replace(self.search_input, protections=tried))
+            decision = self._search(tried)
             fresh = [index[v.key] for v in decision.victims if index[v.key] not in checked]
             checked.update(fresh)
             found = self._protect(fresh)
             if found:
                 tried.update(found)
-                decision = search(replace(self.search_input, protections=tried))
+                decision = self._search(tried)
                 if any(index[v.key] not in checked for v in decision.victims):
                     return first
         return first
 
-    def validate(self, validators: Sequence[ScenarioValidator], keys: tuple[str, ...]) -> Status:
+    def _search(self, protections: dict[int, Status]) -> Decision:
+        validate = self.validate if self.validators else None
+        return search(replace(self.search_input, protections=protections, validate=validate))
+
+    def validate(self, keys: tuple[str, ...]) -> Status:
         index = self.index()
         chosen = [self.victim(index[k]) for k in keys]
-        for validator in validators:
+        for validator in self.validators:
             status = validator.validate(self.preemptor, chosen, self.snapshot)
             if not status.is_success:
                 return status.with_plugin(validator.name)
@@ -452,7 +467,8 @@ def build_candidates(
         dtype=bool,
     )
     grouped = whole_code[member]
-    if grouped.any():
+    any_whole = bool(grouped.any())
+    if any_whole:
         # A unit id per pod: its group's for a PodGroup-mode member (groups in the order their first running
         # pod comes, as one pass over the nodes meets them), else one of its own.
         is_whole = whole_code[running.member]
@@ -476,13 +492,14 @@ def build_candidates(
         first = pod_rows
         started = running.started[pod_rows]
         whole = np.zeros(len(pod_rows), dtype=bool)
-    keys = running.keys[first]
+    pod_keys = running.keys[pod_rows].tolist()
+    keys = running.keys[first].tolist() if any_whole else pod_keys  # a unit a pod: the same keys
     whole_units: dict[str, int] = {}
     for at in np.flatnonzero(whole).tolist():
         keys[at] = group_unit(running.group_keys[int(running.member[first[at]])])
         whole_units[keys[at]] = at
     units = Units(
-        keys=keys.tolist(),
+        keys=keys,
         priority=running.priority[first],
         whole_group=whole,
         started_at=started,
@@ -524,17 +541,16 @@ def build_candidates(
         node_names=table.names,
         free=free,
         units=units,
-        pod_keys=running.keys[pod_rows].tolist(),
+        pod_keys=pod_keys,
         pod_unit=pod_unit.astype(np.int64),
         pod_node=running.node[pod_rows],
         pod_requests=pod_requests,
         preemptor=preemptor,
         pdbs=_pdbs(snapshot, running, pod_rows),
     )
-    candidates = Candidates(search_input, running, pod_rows, unit, snapshot, tuple(victim_filters), whole_units)
-    if validators:
-        candidates.search_input = replace(search_input, validate=lambda keys: candidates.validate(validators, keys))
-    return candidates
+    return Candidates(
+        search_input, running, pod_rows, unit, snapshot, tuple(victim_filters), whole_units, tuple(validators)
+    )
 
 
 def _excluded(
@@ -548,22 +564,26 @@ def _excluded(
 ) -> tuple[IntArray, IntArray, IntArray]:
     """`free`, the candidates' `pod_requests` and the members' `requests` with one column per exclusion: a node
     has `capacity` of it less `capacity` for each holder running there (a terminating holder is going already),
-    a candidate holder gives its `capacity` back when removed, and each member that needs it takes 1."""
+    a candidate holder gives its `capacity` back when removed, and each member that needs it takes 1 (with `room`
+    and `amounts`: what each holder holds, and what each member needs)."""
     nodes = len(snapshot.nodes.names)
     free_columns = np.zeros((nodes, len(exclusions)), dtype=np.int64)
     pod_columns = np.zeros((len(pod_rows), len(exclusions)), dtype=np.int64)
     member_columns = np.zeros((len(requests), len(exclusions)), dtype=np.int64)
+    position = np.full(len(running.keys), -1, dtype=np.int64)
+    position[pod_rows] = np.arange(len(pod_rows))
     for column, exclusion in enumerate(exclusions):
         rows = running.rows_of(exclusion.holders)
+        amounts = None  # per running holder (devices), `holders` iterated in the same order as by `rows_of`
+        if exclusion.amounts is not None:
+            amounts = np.array([exclusion.amounts[k] for k in exclusion.holders], dtype=np.int64)[rows >= 0]
         rows = rows[rows >= 0]
-        held = np.bincount(running.node[rows], minlength=nodes)
+        held = np.bincount(running.node[rows], weights=amounts, minlength=nodes).astype(np.int64)
         weight = 1 if exclusion.room is not None else exclusion.capacity
         free_columns[:, column] = exclusion.room - held if exclusion.room is not None else weight * (1 - held)
         member_columns[:, column] = exclusion.needs
-        positions = np.searchsorted(pod_rows, rows)
-        candidate = positions < len(pod_rows)
-        candidate[candidate] = pod_rows[positions[candidate]] == rows[candidate]
-        pod_columns[positions[candidate], column] = weight
+        candidates = position[rows]
+        pod_columns[candidates[candidates >= 0], column] = weight if amounts is None else amounts[candidates >= 0]
     return (
         np.hstack([free, free_columns]),
         np.hstack([pod_requests, pod_columns]),

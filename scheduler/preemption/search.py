@@ -45,7 +45,7 @@ from scheduler.preemption.decision import (
     Victim,
     VictimReason,
 )
-from scheduler.preemption.ordering import Importance, importance_key
+from scheduler.preemption.ordering import Importance, ImportanceKey, importance_key, importance_keys
 
 _UNLIMITED = np.int64(1 << 40)
 FloatArray = npt.NDArray[np.float64]
@@ -181,10 +181,10 @@ class _Context:
     pdb_rows: IntArray
     """Sorted pod rows some PDB selects."""
 
-    importance_keys: dict[int, tuple[int, int, int, float, str]] = field(default_factory=dict)
+    importance_keys: dict[int, ImportanceKey] = field(default_factory=dict)
     covered_by: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
-    def importance(self, unit: int) -> tuple[int, int, int, float, str]:
+    def importance(self, unit: int) -> ImportanceKey:
         """The unit's `ordering.importance_key`, computed once per search."""
         found = self.importance_keys.get(unit)
         if found is None:
@@ -192,24 +192,20 @@ class _Context:
         return found
 
     def by_importance(self, units: list[int]) -> list[int]:
-        """`units` sorted by `importance`, the keys of many computed from the columns at once (the same
-        tuples `ordering.importance_key` makes: 320 victims one by one cost ~2 ms of the search)."""
+        """`units` sorted by `importance`, the keys of many computed from the columns at once
+        (`ordering.importance_keys`)."""
         todo = [u for u in units if u not in self.importance_keys]
         if len(todo) > 1:
             at = np.array(todo, dtype=np.int64)
             info = self.inp.units
-            started = info.started_at[at]
-            columns = zip(
-                todo,
-                info.priority[at].tolist(),
-                info.whole_group[at].tolist(),
-                (self.unit_bounds[at + 1] - self.unit_bounds[at]).tolist(),
-                np.where(np.isnan(started), np.inf, started).tolist(),
-                strict=True,
+            keys = importance_keys(
+                [info.keys[u] for u in todo],
+                info.priority[at],
+                info.whole_group[at],
+                self.unit_bounds[at + 1] - self.unit_bounds[at],
+                info.started_at[at],
             )
-            keys = info.keys
-            for unit, priority, whole, pods, start in columns:
-                self.importance_keys[unit] = (-priority, 0 if whole else 1, -pods if whole else 0, start, keys[unit])
+            self.importance_keys.update(zip(todo, keys, strict=True))
         return sorted(units, key=self.importance)
 
     def rows(self, unit: int) -> IntArray:

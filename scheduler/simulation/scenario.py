@@ -29,9 +29,10 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound
 from scheduler.api.queue import Queue
+from scheduler.api.resource_claim import ResourceClaim, ResourceClaimTemplate
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.workload import Workload
-from scheduler.framework.cluster import ClusterObjects, storage_table
+from scheduler.framework.cluster import ClusterObjects, device_table, storage_table
 from scheduler.framework.snapshot_builder import effective_priority
 from webhook.admission import admit
 from webhook.errors import Denied
@@ -111,7 +112,8 @@ def _stored(obj: ApiModel) -> bool:
 def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
     """File the object under its key (returned); a later document with the same identity replaces an earlier one."""
     meta = obj.metadata  # type: ignore[attr-defined]
-    if isinstance(obj, Pod | PodGroup | Workload | PodDisruptionBudget | PersistentVolumeClaim) and not meta.namespace:
+    namespaced = (Pod, PodGroup, Workload, PodDisruptionBudget, PersistentVolumeClaim)
+    if isinstance(obj, (*namespaced, ResourceClaim, ResourceClaimTemplate)) and not meta.namespace:
         meta.namespace = "default"
     if meta.creation_timestamp is None:
         meta.creation_timestamp = now
@@ -136,7 +138,7 @@ def _store(objects: ClusterObjects, obj: ApiModel, now: datetime) -> str:
         objects.pdbs[key] = obj
     elif isinstance(obj, Namespace):
         objects.namespaces[key] = obj
-    elif (table := storage_table(objects, obj)) is not None:
+    elif (table := storage_table(objects, obj)) is not None or (table := device_table(objects, obj)) is not None:
         table[key] = obj
     return key
 

@@ -14,7 +14,7 @@ Served over plain http on 127.0.0.1 (random port, `server.url`, `server.port`):
 - Kinds (`resources.py`): core pods (+status, binding, eviction), nodes, namespaces, secrets,
   configmaps, services, events; events.k8s.io/v1 events; coordination.k8s.io/v1 leases;
   scheduling.k8s.io/v1 priorityclasses and v1alpha2 workloads/podgroups; policy/v1 PDBs;
-  admissionregistration.k8s.io/v1 webhook configurations; apiextensions CRDs; our CRDs
+  admissionregistration.k8s.io/v1 webhook configurations; apiextensions CRDs; apiregistration APIServices; our CRDs
   scheduling.phalanx.dev/v1alpha1 podgroups (+status), queues, workloads.
 - LIST: `resourceVersion` in metadata; built-in items without kind/apiVersion; labelSelector and
   fieldSelector (`=`, `!=`); `resourceVersionMatch=Exact` older than the oldest retained RV -> 410.
@@ -39,6 +39,10 @@ Served over plain http on 127.0.0.1 (random port, `server.url`, `server.port`):
   namespace rule: an Event about a cluster-scoped object (no `regarding.namespace`) goes to `default`
   or `kube-system`, else 422.
 - `/version`, `/healthz`.
+- authorization.k8s.io/v1 SubjectAccessReview CREATE: allowed when `allow(user, verb, group, resource, namespace)`
+  granted it (no RBAC evaluation: grants are exact), denied otherwise.
+- Aggregated APIs: `aggregated["/apis/<group>/<version>"] = handler`; a GET under that prefix is answered by
+  `handler(path, query) -> (code, body)`, as kube-apiserver proxies to an APIService's server.
 
 Control from tests (no HTTP, no faults):
 - `create(obj)`, `apply(obj)` (create or replace), `get(plural, name, namespace="", group="")`,

@@ -46,6 +46,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, status=True, generation=False),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, generation=False),
     ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False, generation=False),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True, status=True),
     ResourceType(
         "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
     ),
@@ -59,6 +62,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType(
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, status=True
     ),
+    ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, status=True, generation=False),
     ResourceType("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True, generation=False),
     ResourceType("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, status=True, generation=False),
     ResourceType("scheduling.phalanx.dev", "v1alpha1", "podgroups", "PodGroup", True, status=True, custom=True),

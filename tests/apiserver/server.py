@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -187,6 +187,10 @@ class ApiServer:
         self._terminating: dict[tuple[ResourceType, str, str], float] = {}
         self._stopped = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name="apiserver-reaper", daemon=True)
+        self.grants: set[tuple[str, str, str, str, str]] = set()
+        """(user, verb, group, resource[/subresource], namespace or "*") a SubjectAccessReview finds allowed."""
+        self.aggregated: dict[str, Callable[[str, dict[str, str]], tuple[int, Obj]]] = {}
+        """`/apis/<group>/<version>` -> the handler of a GET under it (an APIService's server, in-process)."""
 
     # lifecycle
 
@@ -214,6 +218,32 @@ class ApiServer:
             self.compact()
         time.sleep(down_seconds)
         self._serve()
+
+    def allow(self, user: str, verb: str, group: str, resource: str, namespace: str = "*") -> None:
+        """Let `user` do `verb` on `resource` (`pods/explanation`) of `group` in `namespace` ("*": any, and the
+        cluster scope), as SubjectAccessReviews see it."""
+        with self.lock:
+            self.grants.add((user, verb, group, resource, namespace))
+
+    def review(self, review: Obj) -> Obj:
+        """A SubjectAccessReview answered from `grants`."""
+        spec = review.get("spec") or {}
+        attributes = spec.get("resourceAttributes") or {}
+        resource = attributes.get("resource", "")
+        if attributes.get("subresource"):
+            resource += "/" + attributes["subresource"]
+        namespace = attributes.get("namespace") or ""
+        with self.lock:
+            allowed = any(
+                (spec.get("user"), attributes.get("verb"), attributes.get("group") or "", resource)
+                == (user, verb, group, granted)
+                and scope in ("*", namespace)
+                for user, verb, group, granted, scope in self.grants
+            )
+        status: Obj = {"allowed": allowed}
+        if not allowed:
+            status["reason"] = "no grant in the loopback server"
+        return {**review, "status": status}
 
     def kubeconfig(self, path: str | Path) -> Path:
         """Write a kubeconfig for this server that `kubernetes.config.load_kube_config` accepts."""
@@ -862,6 +892,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path == "/version":
             self._send(200, VERSION)
+            return
+        if path == "/apis/authorization.k8s.io/v1/subjectaccessreviews" and method == "POST":
+            self._send(201, self.api.review(body if isinstance(body, dict) else {}))
+            return
+        served = "/".join(["", *segments[:3]])
+        if method == "GET" and served in self.api.aggregated:
+            self._send(*self.api.aggregated[served](path, query))
             return
         if len(segments) >= 2 and segments[0] == "api":
             group, version, rest = "", segments[1], segments[2:]

@@ -124,6 +124,51 @@ def test_first_replica_creates_secret_injects_ca_and_writes_files(
     assert due == clock.now + dt.timedelta(minutes=1), "nothing is due before the next resync"
 
 
+def test_the_explain_apis_apiservice_trusts_the_ca_too_through_a_rotation(
+    cluster: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The scheduler serves the explain API with this certificate (the chart mounts the Secret): the APIService
+    gets the same caBundle as the webhooks, old and new CA alike while a rotation runs, and the certificate names
+    the scheduler's Service, as kube-apiserver verifies it."""
+    api_service = "v1alpha1.explain.phalanx.dev"
+    cluster.create(
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": api_service},
+            "spec": {
+                "group": "explain.phalanx.dev",
+                "version": "v1alpha1",
+                "groupPriorityMinimum": 1000,
+                "versionPriority": 100,
+                "service": {"name": "phalanx-scheduler", "namespace": NS, "port": 443},
+            },
+        }
+    )
+    clock = Clock()
+    names = ("phalanx-scheduler", f"phalanx-scheduler.{NS}.svc")
+    replica = _replica(kubeconfig, tmp_path / "certs", clock, api_service=api_service, extra_sans=names, ca_days=30)
+
+    def bundle() -> bytes:
+        stored = cluster.get("apiservices", api_service, group="apiregistration.k8s.io")
+        assert stored is not None
+        return base64.b64decode(stored["spec"]["caBundle"])
+
+    replica.sync()
+    assert bundle() == _secret(cluster)["ca.crt"]
+    leaf = x509.load_pem_x509_certificate((tmp_path / "certs" / "tls.crt").read_bytes())
+    store = Store(x509.load_pem_x509_certificates(bundle()))
+    PolicyBuilder().store(store).time(clock.now).build_server_verifier(x509.DNSName(names[1])).verify(leaf, [])
+    clock.now = T0 + dt.timedelta(days=20)
+    sizes = set()
+    for _ in range(6):
+        replica.sync()
+        assert bundle() == _secret(cluster)["ca.crt"]
+        sizes.add(len(x509.load_pem_x509_certificates(bundle())))
+        clock.now += dt.timedelta(minutes=1)
+    assert sizes == {1, 2}, "old and new CA both trusted while the rotation ran, then the new one alone"
+
+
 def test_replicas_starting_together_agree_on_one_certificate(
     cluster: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:

@@ -1,16 +1,16 @@
 """The chart's RBAC grants each ServiceAccount exactly the API calls its component's code makes.
 
 What is used is not written down here: each component the chart runs is driven against the loopback
-API server (`traces.py`) and every request it sends becomes the access the authorizer would check
-(`rbac.access_of`). That is compared with the Roles and ClusterRoles bound to the component's
-ServiceAccount: a request no grant allows, a grant no request uses and a grant broader than its use all
-fail. So that a scenario cannot silently miss a code path, `api_calls.py` finds every call of a
-`kubernetes` API method in our packages and the coverage test requires each to have been sent.
+API server (`traces.py`) and every request it sends becomes the accesses the authorizer would check
+(`rbac.access_of`, and `rbac.checks_of` for those the server asks itself). That is compared with the Roles and
+ClusterRoles bound to the component's ServiceAccount: a request no grant allows, a grant no request uses and a
+grant broader than its use all fail. So that a scenario cannot silently miss a code path, `api_calls.py` finds
+every call of a `kubernetes` API method in our packages and the coverage test requires each to have been sent.
 
-The viewer ClusterRole is for people, not a pod: `kubectl phalanx` (`phalanx explain|status`) is traced
-the same way and compared with its rules, as bound cluster-wide (it is aggregated into `view`, so it is a
-ClusterRole by design, and the Role-would-do check does not apply to it). Every call the plugin's code can
-make is a read.
+The viewer ClusterRole is for people, not a pod: `kubectl phalanx` (`phalanx explain|status`, the two commands
+together) is traced the same way and compared with its rules, as bound cluster-wide (it is aggregated into `view`,
+so it is a ClusterRole by design, and the Role-would-do check does not apply to it). Every call the plugin's code
+can make is a read.
 """
 
 from __future__ import annotations
@@ -32,7 +32,17 @@ from tests.chart.api_calls import (
     untyped_calls,
 )
 from tests.chart.conftest import CHART, Helm
-from tests.chart.rbac import Access, Grant, access_of, bindings_of, compare, grants_of, role_grants, role_of
+from tests.chart.rbac import (
+    Access,
+    Grant,
+    access_of,
+    bindings_of,
+    checks_of,
+    compare,
+    grants_of,
+    role_grants,
+    role_of,
+)
 from tests.chart.traces import Component, Traces, components, served_objects, viewers
 
 VALUE_SETS = [None, *sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))]
@@ -64,6 +74,10 @@ def _strings(obj: Any) -> set[str]:
     return found
 
 
+def _checked(requests: list[Request]) -> list[Access]:
+    return [check for request in requests for check in checks_of(access_of(request))]
+
+
 def _used(traces: Traces, docs: list[Doc]) -> dict[tuple[str, str], tuple[list[Component], list[Request]]]:
     """(namespace, ServiceAccount) -> the components running as it and the requests they sent."""
     used: dict[tuple[str, str], tuple[list[Component], list[Request]]] = {}
@@ -85,14 +99,17 @@ def test_each_service_account_is_granted_exactly_what_its_component_calls(
     for (namespace, account), (runs, requests) in _used(traces, docs).items():
         who = f"ServiceAccount {namespace}/{account} ({', '.join(map(str, runs))})"
         grants = grants_of(docs, namespace, account)
-        problems += [f"{who}: {p}" for p in compare(grants, map(access_of, requests), configured, namespace)]
+        problems += [f"{who}: {p}" for p in compare(grants, _checked(requests), configured, namespace)]
         for binding in bindings_of(docs, namespace, account):
             role = role_of(docs, binding)
             bound.add((role["kind"], role["metadata"]["name"]))
-    for viewer in viewers(docs):
-        role = next(d for d in docs if f"{d['kind']}/{d['metadata']['name']}" == viewer.workload)
-        requests = traces.requests(viewer, served_objects(docs))
-        problems += [f"{viewer}: {p}" for p in compare(role_grants(role), map(access_of, requests), configured, None)]
+    plugin: dict[str, list[Request]] = {}
+    for viewer in viewers(docs):  # the role is the plugin's: `explain` and `status` together use each grant
+        plugin.setdefault(viewer.workload, []).extend(traces.requests(viewer, served_objects(docs)))
+    for workload, requests in plugin.items():
+        role = next(d for d in docs if f"{d['kind']}/{d['metadata']['name']}" == workload)
+        who = f"{workload} running kubectl phalanx"
+        problems += [f"{who}: {p}" for p in compare(role_grants(role), _checked(requests), configured, None)]
         bound.add((role["kind"], role["metadata"]["name"]))
     for doc in docs:
         if doc["kind"] in ("ClusterRole", "Role"):
@@ -175,6 +192,33 @@ def _request(method: str, path: str, **query: str) -> Request:
 )
 def test_a_request_is_the_access_the_authorizer_checks(request_: Request, want: Access) -> None:
     assert access_of(request_) == want
+
+
+@pytest.mark.parametrize(
+    ("request_", "want"),
+    [
+        pytest.param(
+            _request("PATCH", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"),
+            [
+                Access("patch", "resource.k8s.io", "resourceclaims/status", "ns", "c"),
+                Access("patch", "resource.k8s.io", "resourceclaims/binding", "", ""),
+            ],
+            id="a claim's status write is checked on resourceclaims/binding too, cluster-wide",
+        ),
+        pytest.param(
+            _request("PATCH", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"),
+            [Access("patch", "resource.k8s.io", "resourceclaims", "ns", "c")],
+            id="a claim's finalizer write is not",
+        ),
+        pytest.param(
+            _request("GET", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"),
+            [Access("get", "resource.k8s.io", "resourceclaims/status", "ns", "c")],
+            id="nor a read of its status",
+        ),
+    ],
+)
+def test_the_server_checks_more_than_the_request(request_: Request, want: list[Access]) -> None:
+    assert list(checks_of(access_of(request_))) == want
 
 
 def test_the_comparison_fails_on_missing_unused_and_broad_grants() -> None:

@@ -276,6 +276,68 @@ def test_cert_manager_mode_issues_a_certificate_and_injects_its_ca(rendered: dic
     assert _one(docs, "ServiceMonitor")["metadata"]["labels"]["release"] == "prometheus"
 
 
+@pytest.mark.parametrize("values", [None, "cert-manager-values.yaml", "helm-certs-values.yaml"])
+def test_the_apiservice_reaches_the_schedulers_explain_api_by_a_name_its_certificate_carries(
+    rendered: dict[str | None, list[Doc]], values: str | None
+) -> None:
+    """kube-apiserver sends the explain API's requests to the APIService's Service, on to the scheduler's port, and
+    verifies the certificate it serves (the webhook's Secret, mounted) for `<service>.<namespace>.svc` against the
+    APIService's caBundle, in each certificate mode."""
+    docs = rendered[values]
+    api_service = _one(docs, "APIService")
+    assert api_service["metadata"]["name"] == "v1alpha1.explain.phalanx.dev"
+    assert (api_service["spec"]["group"], api_service["spec"]["version"]) == ("explain.phalanx.dev", "v1alpha1")
+    service = _one(docs, "Service", "-scheduler")
+    ref = api_service["spec"]["service"]
+    assert (ref["name"], ref["namespace"]) == (service["metadata"]["name"], NAMESPACE)
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]
+    deploy = _one(docs, "Deployment", "-scheduler")
+    assert service["spec"]["selector"].items() <= deploy["spec"]["template"]["metadata"]["labels"].items()
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    (served,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    args = dict(a[2:].split("=", 1) for a in container["args"] if a.startswith("--") and "=" in a)
+    assert args["explain-bind"] == f"0.0.0.0:{served['containerPort']}"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "certs")
+    assert (args["tls-cert-file"], args["tls-private-key-file"]) == (
+        f"{mount['mountPath']}/tls.crt",
+        f"{mount['mountPath']}/tls.key",
+    )
+    volume = next(v for v in pod["volumes"] if v["name"] == "certs")
+    assert volume["secret"]["secretName"] == "phalanx-webhook-tls"
+    assert {i["key"] for i in volume["secret"]["items"]} == {"tls.crt", "tls.key"}, "never the CA's key"
+    name = f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    if values is None:
+        webhook = _one(docs, "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]
+        settings = settings_from_env(_env(webhook), cert_file=Path("/certs/tls.crt"), key_file=Path("/certs/tls.key"))
+        assert settings is not None and name in settings.extra_sans
+        assert settings.api_service == api_service["metadata"]["name"], "the controller injects its caBundle"
+    elif values == "cert-manager-values.yaml":
+        assert name in _one(docs, "Certificate")["spec"]["dnsNames"]
+        assert (
+            api_service["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/phalanx-webhook"
+        )
+    else:
+        secret = _one(docs, "Secret", "-webhook-tls")
+        ca_pem = base64.b64decode(secret["data"]["ca.crt"])
+        assert base64.b64decode(api_service["spec"]["caBundle"]) == ca_pem
+        leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        store = Store([x509.load_pem_x509_certificate(ca_pem)])
+        PolicyBuilder().store(store).build_server_verifier(x509.DNSName(name)).verify(leaf, [])
+
+
+def test_without_the_explain_api_nothing_of_it_is_rendered(rendered: dict[str | None, list[Doc]]) -> None:
+    docs = rendered["no-explain-api-values.yaml"]
+    assert not _of_kind(docs, "APIService")
+    assert [d["metadata"]["name"] for d in _of_kind(docs, "Service") if "scheduler" in d["metadata"]["name"]] == [
+        "phalanx-scheduler-metrics"
+    ]
+    container = _one(docs, "Deployment", "-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    assert not [a for a in container["args"] if a.startswith(("--explain", "--tls"))]
+    webhook = _one(docs, "Deployment", "-webhook")["spec"]["template"]["spec"]["containers"][0]
+    assert "PHALANX_CERT_API_SERVICE" not in _env(webhook)
+
+
 @pytest.mark.parametrize(
     ("values", "want"),
     [
@@ -332,11 +394,16 @@ def test_container_args_parse_with_the_phalanx_cli(rendered: dict[str | None, li
 
 @pytest.mark.parametrize(("extra", "want_aggregated"), [([], True), (["--set", "viewer.aggregateToView=false"], False)])
 def test_the_viewer_role_reads_only_and_joins_view(helm: Helm, extra: list[str], want_aggregated: bool) -> None:
-    """`kubectl phalanx` needs <release>-phalanx-viewer: get and list only, aggregated into `view` unless told not."""
+    """`kubectl phalanx` needs <release>-phalanx-viewer: get and list only, aggregated into `view` unless told not;
+    with the explain API, only the API's resources; without it, the reads and the scheduler's own ConfigMap."""
     (viewer,) = [d for d in helm.template(None, *extra) if d["metadata"]["name"] == "phalanx-viewer"]
     assert viewer["kind"] == "ClusterRole"
     labels = viewer["metadata"]["labels"]
     assert (labels.get("rbac.authorization.k8s.io/aggregate-to-view") == "true") is want_aggregated
+    assert {verb for rule in viewer["rules"] for verb in rule["verbs"]} == {"get", "list"}
+    assert {group for rule in viewer["rules"] for group in rule["apiGroups"]} == {"explain.phalanx.dev"}
+    local = helm.template("no-explain-api-values.yaml", *extra)
+    (viewer,) = [d for d in local if d["metadata"]["name"] == "phalanx-viewer"]
     assert {verb for rule in viewer["rules"] for verb in rule["verbs"]} == {"get", "list"}
     config_map = next(r for r in viewer["rules"] if "configmaps" in r["resources"])
     assert config_map["resourceNames"] == ["phalanx-scheduler"], "only the scheduler's own configuration"

@@ -13,14 +13,17 @@ missed). The test code itself only reads and writes the server's storage directl
   so the pod is re-read), a gated gang that preempts four victims, a pod that fits nowhere, a PodGroup
   status write that gets one 409 (so the group is re-read), and two pods with WaitForFirstConsumer claims:
   one given a local volume, one whose claim is to be provisioned (nothing binds them here, so their
-  Bindings wait). Stopping releases the Lease.
+  Bindings wait). Stopping releases the Lease. Where the chart serves the explain API, it is served too, and asked
+  for a namespace's pending work as the front proxy asks (its trust read from kube-system, a review made).
 - `webhook`: what `phalanx webhook` starts: the certificate controller when the environment asks for
   it (then a second sync after the Secret was emptied, which replaces it) and the lookup caches, with a
   miss on every lookup (a direct read).
 - `certs`: the command line itself (`phalanx certs --uninstall ...` is the pre-delete hook).
 - `explain`, `status`: `kubectl phalanx`, which people run under the chart's viewer ClusterRole (`viewers`):
   a gang, a lone pod, native and our PodGroups, a Queue and a PDB explained and listed, a namespace that
-  does not exist asked about; the scheduler's ConfigMap is the chart's own.
+  does not exist asked about; the scheduler's ConfigMap is the chart's own. Where the chart registers the explain
+  API (its APIService is stored), the loopback server answers it as kube-apiserver would proxy it to the scheduler
+  (`scheduler.serve`'s routes and answers on what it stores).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import urllib3
 
 from phalanx.cli import main
 from scheduler.api.config import MinRuntimeDefaults
@@ -57,6 +61,8 @@ from tests.builders import (
 )
 from tests.chart.api_calls import CallSite, call_sites_of, command_module, unexercised
 from tests.kube.replica import fast_config
+from tests.kube.stored import stored_objects
+from tests.serve.pki import PROXY, authority, front_proxy_config_map, serving
 
 Doc = dict[str, Any]
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
@@ -237,6 +243,17 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
         server.create(make_claim(name).storage_class(storage_class).json())
         held = pod(f"vol-{name}").req(cpu="1").claim(name).toleration("vol", operator="Exists")
         server.create(held.node_selector(**{"kubernetes.io/hostname": "v0"}).json())
+    # a node of its own (tainted) whose one device a pod's ResourceClaim is given (DynamicResources' PreBind)
+    server.create(make_node("d0").cap(cpu="4", memory="8Gi").taint("dra").json())
+    driver = {"apiVersion": "resource.k8s.io/v1"}
+    server.create({**driver, "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}})
+    pool = {"name": "d0", "generation": 1, "resourceSliceCount": 1}
+    spec = {"driver": "gpu.example.com", "nodeName": "d0", "pool": pool, "devices": [{"name": "gpu-0"}]}
+    server.create({**driver, "kind": "ResourceSlice", "metadata": {"name": "d0-gpu"}, "spec": spec})
+    requests = [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]
+    claim = {"metadata": {"name": "gpu", "namespace": "default"}, "spec": {"devices": {"requests": requests}}}
+    server.create({**driver, "kind": "ResourceClaim", **claim})
+    server.create(pod("dra").req(cpu="1").named_claim("gpu", "gpu").toleration("dra", operator="Exists").json())
     server.fail("PATCH", "/api/v1/namespaces/default/pods/g0", 422)
     server.fail("PATCH", f"/apis/{API_VERSION}/namespaces/default/podgroups/solo/status", 409)
     server.fail("PATCH", f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native/status", 409)
@@ -255,6 +272,7 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
     stop = threading.Event()
     thread = threading.Thread(target=process.run, args=(stop,), name="traced-scheduler", daemon=True)
     thread.start()
+    explain_api = _explain_api(args, process, server, workdir) if args.explain_bind else None
     try:
         native = f"/apis/{NATIVE_API_VERSION}/namespaces/default/podgroups/native"
         ours = f"/apis/{API_VERSION}/namespaces/default/podgroups/solo"
@@ -266,8 +284,31 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
         while time.monotonic() < deadline and len(watched(server)) < len(process.cluster.informers):
             time.sleep(0.05)
     finally:
+        if explain_api is not None:
+            explain_api.stop()
         stop.set()
         thread.join(timeout=10)
+
+
+def _explain_api(args: argparse.Namespace, process: Any, server: ApiServer, workdir: Path) -> Any:
+    """The explain API the chart's arguments ask for, served on loopback with certificates made here, and asked
+    for a namespace's pending work as kube-apiserver's front proxy would ask it (its trust read, a review made)."""
+    from phalanx.commands.scheduler import serve_explanations
+
+    proxy = authority("front-proxy-ca")
+    server.create(front_proxy_config_map(proxy))
+    server.allow("viewer", "list", "explain.phalanx.dev", "pendingwork", "default")
+    files = serving(workdir / "serving", "127.0.0.1")
+    args.explain_bind, args.kubeconfig = "127.0.0.1:0", str(workdir / "kubeconfig")
+    args.tls_cert_file, args.tls_private_key_file = str(files.cert_file), str(files.key_file)
+    explain_api = serve_explanations(args, process)
+    client = proxy.client(PROXY, workdir / "front-proxy")
+    pool = urllib3.PoolManager(
+        ca_certs=str(files.ca_file), cert_file=str(client.cert_file), key_file=str(client.key_file)
+    )
+    url = f"https://127.0.0.1:{explain_api.server_address[1]}/apis/explain.phalanx.dev/v1alpha1/namespaces/default"
+    pool.request("GET", f"{url}/pendingwork", headers={"X-Remote-User": "viewer"}, timeout=30, retries=False)
+    return explain_api
 
 
 # webhook
@@ -344,6 +385,8 @@ def _plugin(component: Component, server: ApiServer, workdir: Path) -> None:
         }
     )
     kubeconfig = str(server.kubeconfig(workdir / "kubeconfig"))
+    if server.get("apiservices", "v1alpha1.explain.phalanx.dev", group="apiregistration.k8s.io") is not None:
+        server.aggregated["/apis/explain.phalanx.dev/v1alpha1"] = explain_api_of(server)
     runs = {
         "explain": [(["explain", "podgroup", "train", "-n", "default"], 0), (["explain", "pod", "x", "-n", "nope"], 1)],
         "status": [(["status", "-A"], 0), (["status", "-n", "default", "-o", "json"], 0)],
@@ -352,6 +395,31 @@ def _plugin(component: Component, server: ApiServer, workdir: Path) -> None:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             status = main([*args, f"--kubeconfig={kubeconfig}"])
         assert status == want, f"phalanx {' '.join(args)} exited {status}: {err.getvalue()}"
+
+
+def explain_api_of(server: ApiServer) -> Callable[[str, dict[str, str]], tuple[int, dict[str, Any]]]:
+    """The scheduler's explain API as kube-apiserver would reach it through the chart's APIService: its routes and
+    answers, on what the loopback server stores (authorization is the API server's and the scheduler's own, and the
+    requests' grants are what this trace checks)."""
+    from scheduler.api.config import SchedulerConfiguration
+    from scheduler.serve.answers import Answers, Replica, Seen, status
+    from scheduler.serve.routes import Discovery, Explain, parse
+
+    def seen() -> Seen:
+        return Seen(stored_objects(server), str(server.resource_version()))
+
+    answers = Answers(seen, SchedulerConfiguration(), lambda: Replica("traced", True))
+
+    def handle(path: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        asked = parse(path, query)
+        if asked is None:
+            return 404, status(404, "NotFound", "the server could not find the requested resource")
+        if isinstance(asked, Discovery):
+            return 200, asked.document
+        answer = answers.explanation(asked) if isinstance(asked, Explain) else answers.pending(asked)
+        return answer.code, answer.body
+
+    return handle
 
 
 SCENARIOS: dict[str, Callable[[Component, ApiServer, Path], None]] = {

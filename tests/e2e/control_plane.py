@@ -12,9 +12,8 @@ import json
 import os
 import ssl
 import subprocess
-import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,9 +56,11 @@ class Response:
 class Api:
     """kube-apiserver over HTTPS with a bearer token; JSON in, `Response` out."""
 
-    def __init__(self, url: str, token: str, ca_file: str) -> None:
+    def __init__(self, url: str, token: str, ca_file: str, impersonate: str | None = None) -> None:
         self.url = url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        if impersonate is not None:
+            self._headers["Impersonate-User"] = impersonate
         context = ssl.create_default_context(cafile=ca_file)
         self._pool = urllib3.PoolManager(ssl_context=context, maxsize=8, retries=False, timeout=30.0)
 
@@ -168,8 +169,11 @@ CLUSTER_SCOPED = {
     "CustomResourceDefinition",
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "APIService",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
+    "DeviceClass",
+    "ResourceSlice",
 }
 
 
@@ -248,6 +252,11 @@ class ControlPlane:
         token = self.env["KUBE_ADMIN_TOKEN"] if user == "admin" else self.env["KUBE_USER_TOKEN"]
         return Api(self.env["KUBE_APISERVER_URL"], token, self.env["KUBE_CA_FILE"])
 
+    def api_impersonating(self, user: str) -> Api:
+        """Requests as any user name, through the admin's right to impersonate: an identity with no grants until a
+        test binds it some (the audit log, which records `user` only, does not see it)."""
+        return Api(self.env["KUBE_APISERVER_URL"], self.env["KUBE_ADMIN_TOKEN"], self.env["KUBE_CA_FILE"], user)
+
     def audit_events(self) -> Iterator[Json]:
         """What the unprivileged `user` asked (the only identity the audit policy records), and the answer."""
         if not self.audit_log.exists():
@@ -274,15 +283,3 @@ class ControlPlane:
             where = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
             found.append(f"{event['verb']} {resource} {where}: {status.get('message', '')}")
         return found
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
-    """The first truthy value of `predicate`, polled; fails the test with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
-        time.sleep(interval)

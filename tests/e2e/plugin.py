@@ -1,7 +1,8 @@
 """`kubectl phalanx`, run the way kubectl runs a plugin: the real kubectl 1.36.2 finds `kubectl-phalanx` on PATH.
 
 Run as the unprivileged `user` by default (bound to the chart's viewer ClusterRole by the stack), so the RBAC
-test sees every request the plugin makes in the audit log, under its user agent `kubectl-phalanx/<version>`.
+test sees every request the plugin makes in the audit log, under its user agent `kubectl-phalanx/<version>`. The
+stack registers the scheduler's explain API, so the answers are the running scheduler's, through kube-apiserver.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.e2e.control_plane import ROOT, ControlPlane, Json, wait_for
+from tests.e2e.control_plane import ROOT, ControlPlane, Json
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 USER_AGENT = "kubectl-phalanx/"
 """How the audit log tells the plugin's requests from the scheduler's and the webhook's (same `user`)."""
@@ -57,14 +59,28 @@ def predicted_victims(explanation: Json) -> set[str]:
 
 
 def explained_before_it_acts(stack: Stack, pool: Pool, arrive: Callable[[], object], kind: str, name: str) -> Json:
-    """What `explain` predicts before the scheduler can act: the scheduler stopped, the unit created (`arrive`),
-    explained, then the scheduler started again (a fresh one, which then decides for real)."""
-    scheduler = stack.scheduler
-    assert scheduler is not None
-    scheduler.stop()
+    """What `explain` predicts before the scheduler can act: the scheduler paused (a replica that waits as a standby
+    behind a held Lease, answering the explain API from its informers), the unit created (`arrive`), explained
+    through the API server once that replica's cache holds every pod of the pool, then the Lease let go: the same
+    replica leads and decides for real."""
+    stack.pause()
     arrive()
-    explained = explain(stack.plane, pool.namespace, kind, name)
-    stack.start_scheduler()
+    want = max(int(p["metadata"]["resourceVersion"]) for p in pool.pods().values())
+
+    def seen() -> Json | None:
+        done = kubectl_phalanx(stack.plane, "explain", kind, name, "-n", pool.namespace, "-o", "json")
+        if done.returncode != 0:  # not in that replica's cache yet
+            return None
+        explained: Json = json.loads(done.stdout)
+        return explained if int(explained["servedBy"]["resourceVersion"]) >= want else None
+
+    explained: Json = wait_for(seen, timeout=30, interval=0.2, what=f"the explanation to see the pool at {want}")
+    assert explained["servedBy"] == {
+        "replica": stack.scheduler.name if stack.scheduler else "",
+        "leader": False,
+        "resourceVersion": explained["servedBy"]["resourceVersion"],
+    }, "answered by the paused replica, a standby"
+    stack.resume()
     return explained
 
 

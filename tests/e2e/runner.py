@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.control_plane import ROOT, ControlPlane, wait_for
+from tests.e2e.control_plane import ROOT, ControlPlane
+from tests.polling import wait_for
 
 
 class PodRunner:

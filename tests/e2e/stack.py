@@ -1,9 +1,13 @@
 """Phalanx installed on the real control plane as the chart installs it, with our real processes.
 
-What the chart renders is applied as it is, with two changes a loopback cluster needs: the
+What the chart renders is applied as it is, with the changes a loopback cluster needs: the
 ServiceAccounts' bindings name the control plane's unprivileged `user` instead (the identity our
-processes run as, so the real RBAC authorizer judges every request), and the webhook
-configurations reach `phalanx webhook` by `url:` on its loopback port instead of through a Service.
+processes run as, so the real RBAC authorizer judges every request), the webhook
+configurations reach `phalanx webhook` by `url:` on its loopback port instead of through a Service, and the
+explain API's Service is an ExternalName (`localhost`), which kube-apiserver's aggregator dials at the
+APIService's port, where the scheduler serves it (an APIService takes no `url:`). The scheduler serves it with the
+certificate the webhook's controller made (it names the scheduler's Service, and its CA is injected into the
+APIService), as the chart's scheduler mounts the same Secret.
 The chart's viewer ClusterRole is bound to `user` too, as an administrator binds it for the people who
 run `kubectl phalanx`; its ConfigMaps (the scheduler's configuration, which the plugin reads) are applied.
 The webhook runs in the chart's self-managed certificate mode: its certificate controller creates
@@ -18,17 +22,22 @@ import signal
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tests.chart.conftest import CHART, IMAGE_REPOSITORY, NAMESPACE, RELEASE, Helm
-from tests.e2e.control_plane import ROOT, ControlPlane, Json, object_path, wait_for
+from tests.e2e.control_plane import ROOT, ControlPlane, Json, object_path
+from tests.polling import wait_for
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 LOOPBACK = "127.0.0.1"
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/phalanx-scheduler"
+PAUSED = "e2e-paused"
+"""The Lease holder `Stack.pause()` writes: no scheduler is called so, so none leads while it holds."""
 CERT_RESYNC_SECONDS = 5
 """The chart's minimum: each webhook replica re-reads its certificate Secret this often."""
 
@@ -77,6 +86,15 @@ def viewer_binding(role: Json) -> Json:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "user"}],
     }
+
+
+def reached_on_loopback(doc: Json, port: int) -> Json:
+    """The explain API's APIService, or its Service, for a scheduler serving on `localhost:port`."""
+    if doc["kind"] == "APIService":
+        service = {**doc["spec"]["service"], "port": port}
+        return {**doc, "spec": {**doc["spec"], "service": service}}
+    spec = {"type": "ExternalName", "externalName": "localhost", "ports": doc["spec"]["ports"]}
+    return {**doc, "spec": spec}
 
 
 def reached_by_url(doc: Json, port: int) -> Json:
@@ -152,6 +170,8 @@ class Stack:
         self.work = work
         self.docs = render(helm)
         self.webhook_port = free_port()
+        self.explain_port = free_port()
+        """Where the scheduler (not a standby started beside it) serves the explain API."""
         self.webhook: Process | None = None
         self.scheduler: Process | None = None
         self._generation = 0
@@ -183,6 +203,14 @@ class Stack:
         self.api.apply(viewer_binding(self.viewer_role))
         for doc in self.of_kind(*WEBHOOK_KINDS):
             self.api.apply(reached_by_url(doc, self.webhook_port))
+        for doc in (*self.of_kind("APIService"), self.explain_service):
+            self.api.apply(reached_on_loopback(doc, self.explain_port))
+
+    @property
+    def explain_service(self) -> Json:
+        (api_service,) = self.of_kind("APIService")
+        name = api_service["spec"]["service"]["name"]
+        return next(d for d in self.of_kind("Service") if d["metadata"]["name"] == name)
 
     def container(self, component: str) -> Json:
         deployment = next(d for d in self.of_kind("Deployment") if d["metadata"]["name"].endswith(component))
@@ -246,17 +274,21 @@ class Stack:
         config.update({"backoffSeconds": 0.2, "maxBackoffSeconds": 1.0, **overrides})
         return config
 
-    def start_scheduler(self, standby: bool = False, **overrides: Any) -> Process:
-        """A new `phalanx scheduler` (the previous one must be stopped or killed first).
+    def start_scheduler(self, standby: bool = False, paused: bool = False, **overrides: Any) -> Process:
+        """A new `phalanx scheduler` (the previous one must be stopped or killed first), serving the explain API on
+        `explain_port`.
 
         With `standby`, a second replica beside the running one, as the chart runs two: it is returned once its
-        caches are synced, waiting for the Lease, and the caller stops it (it is not `scheduler`).
+        caches are synced, waiting for the Lease, and the caller stops it (it is not `scheduler`; it serves the
+        explain API on a port of its own, which no APIService names). With `paused`, the scheduler, but waiting as a
+        standby behind a Lease `pause()` holds, until `resume()`.
         """
         assert standby or self.scheduler is None or not self.scheduler.running, "one scheduler at a time"
         self._generation += 1
         name = f"scheduler-{self._generation}"
         config_path = self.work / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(self.scheduler_config(**overrides)))
+        certs = self.work / "webhook-certs"
         args = [
             "scheduler",
             "--kubeconfig",
@@ -267,15 +299,58 @@ class Stack:
             f"{LOOPBACK}:0",
             "--identity",
             name,
+            "--explain-bind",
+            f"{LOOPBACK}:{0 if standby else self.explain_port}",
+            "--tls-cert-file",
+            str(certs / "tls.crt"),
+            "--tls-private-key-file",
+            str(certs / "tls.key"),
         ]
         process = Process(name, args, self.work, self._env_of("scheduler", name)).start()
-        if standby:
+        if standby or paused:
             wait_for(lambda: "caches synced" in process.log(), timeout=120, what=f"{name} to sync its caches")
-            return process
+            if standby:
+                return process
         self.scheduler = process
-        lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/phalanx-scheduler"
-        wait_for(lambda: self._holds_lease(lease, name), timeout=60, what=f"{name} to take the Lease")
+        if not paused:
+            wait_for(lambda: self._holds_lease(LEASE, name), timeout=60, what=f"{name} to take the Lease")
+        self._explain_api_available()
         return self.scheduler
+
+    def _explain_api_available(self) -> None:
+        """Until kube-apiserver finds the explain API available again. Its availability controller checks an
+        APIService when it changes, and retries a failed check with a growing backoff (up to its resync, 30 s),
+        so the APIService is touched first: the scheduler listens on its port again only now."""
+        (api_service,) = self.of_kind("APIService")
+        path = object_path(api_service)
+        touched = {"metadata": {"annotations": {"e2e.phalanx.dev/touched": str(self._generation)}}}
+        assert self.api.patch(path, touched).status == 200
+
+        def available() -> bool:
+            conditions = ((self.api.get(path) or {}).get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+        wait_for(available, timeout=60, interval=0.2, what="kube-apiserver to find the explain API available")
+
+    def pause(self) -> Process:
+        """Stop the scheduler and start one that cannot lead: the Lease held by an identity that never renews it,
+        for an hour. The new one waits as a standby, answers the explain API from its informers and schedules
+        nothing, until `resume()`."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": PAUSED, "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}
+        meta = {"name": LEASE.rsplit("/", 1)[1], "namespace": NAMESPACE}
+        self.api.apply({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec})
+        return self.start_scheduler(paused=True)
+
+    def resume(self) -> None:
+        """Let go of the Lease `pause()` held: the paused scheduler takes it and schedules."""
+        assert self.scheduler is not None
+        reply = self.api.delete(LEASE)
+        assert reply.status in (200, 404), reply.message
+        name = self.scheduler.name
+        wait_for(lambda: self._holds_lease(LEASE, name), timeout=60, what=f"{name} to take the Lease")
 
     def _holds_lease(self, path: str, identity: str) -> bool:
         assert self.scheduler is not None

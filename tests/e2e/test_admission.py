@@ -7,9 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.control_plane import Json, collection_path, wait_for
+from tests.e2e.control_plane import Json, collection_path
 from tests.e2e.objects import GATE, NATIVE, PHALANX, Pool
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 GROUPS = "/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{ns}/podgroups"
 

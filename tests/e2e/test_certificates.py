@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 
 from tests.chart.conftest import NAMESPACE
-from tests.e2e.control_plane import Json, object_path, wait_for
+from tests.e2e.control_plane import Json, object_path
 from tests.e2e.objects import Pool
 from tests.e2e.stack import CERT_RESYNC_SECONDS, WEBHOOK_KINDS, Stack
+from tests.polling import wait_for
 
 SECRET = f"/api/v1/namespaces/{NAMESPACE}/secrets/phalanx-webhook-tls"
 

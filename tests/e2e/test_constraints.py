@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.control_plane import ControlPlane, Json, wait_for
+from tests.e2e.control_plane import ControlPlane, Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import SCHEDULER_NAME, Pool, node
+from tests.polling import wait_for
 
 SIDE_KEY = "e2e.phalanx.dev/side"
 HOSTNAME = "kubernetes.io/hostname"

@@ -42,9 +42,10 @@ from scheduler.cluster.kube import KubeCluster
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import Cluster, ClusterObjects, WriteRefused
 from scheduler.framework.storage import PodVolumes
-from tests.e2e.control_plane import ControlPlane, Json, collection_path, object_path, plural, wait_for
+from tests.e2e.control_plane import ControlPlane, Json, collection_path, object_path, plural
 from tests.e2e.objects import GATE, PHALANX
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 NAMESPACE = "contract"
 NODES = ("contract-n0", "contract-n1")

@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.control_plane import ControlPlane, wait_for
+from tests.e2e.control_plane import ControlPlane
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import (
     KUBE_SCHEDULER,
@@ -70,6 +70,7 @@ from tests.e2e.differential.scenario import (
 )
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 SEED = int(os.environ.get("PHALANX_FUZZ_SEED") or time.time_ns() % 1_000_000)
 SCENARIOS = int(os.environ.get("PHALANX_FUZZ_SCENARIOS", "10"))

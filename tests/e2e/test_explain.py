@@ -12,10 +12,10 @@ import json
 
 import yaml
 
-from tests.e2e.control_plane import wait_for
 from tests.e2e.objects import Pool
 from tests.e2e.plugin import kubectl_phalanx
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 
 def test_explain_and_status_tell_why_units_wait(phalanx: Stack, pool: Pool) -> None:

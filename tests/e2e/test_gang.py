@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import GATE, Pool
+from tests.polling import wait_for
 
 
 def test_gang_is_gated_until_complete_then_bound_as_one(pool: Pool) -> None:

@@ -26,11 +26,12 @@ import yaml
 from cryptography import x509
 
 from tests.chart.conftest import CHART, HELM_4, IMAGE_REPOSITORY, Helm, _extract_helm
-from tests.e2e.control_plane import ROOT, Api, ControlPlane, Json, wait_for
+from tests.e2e.control_plane import ROOT, Api, ControlPlane, Json
 from tests.e2e.objects import GATE, PHALANX, SCHEDULER_NAME, Pool
 from tests.e2e.runner import PodRunner
 from tests.e2e.stream import AdmissionStream
 from tests.e2e.timings import TIMINGS
+from tests.polling import wait_for
 
 RELEASE = "phalanx"
 NAMESPACE = "phalanx-system"

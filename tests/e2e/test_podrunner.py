@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.chart.conftest import IMAGE_REPOSITORY
-from tests.e2e.control_plane import Api, ControlPlane, Json, wait_for
+from tests.e2e.control_plane import Api, ControlPlane, Json
 from tests.e2e.podrunner.image import split_reference
 from tests.e2e.podrunner.network import NETNS_DIR
 from tests.e2e.runner import PodRunner
+from tests.polling import wait_for
 
 IMAGE = f"{IMAGE_REPOSITORY}:{version('phalanx')}"
 NAMESPACE = "podrunner"

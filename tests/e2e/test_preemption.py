@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import Pool
 from tests.e2e.plugin import assert_agrees, explained_before_it_acts
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 
 def condition(pod: Json | None, kind: str) -> Json | None:

@@ -13,10 +13,11 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import PHALANX, Pool
 from tests.e2e.plugin import assert_agrees, explain, kubectl_phalanx
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 AGREEMENT_SECONDS = 5.0
 """How far the bound time `explain` prints may be from when the unit is bound (issue 22)."""

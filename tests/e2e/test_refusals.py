@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.control_plane import Json, wait_for
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 REFUSE = "e2e.phalanx.dev/refuse"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.e2e.control_plane import wait_for
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
+from tests.polling import wait_for
 
 
 def test_successor_finishes_a_preemption_without_double_binding(phalanx: Stack, pool: Pool) -> None:

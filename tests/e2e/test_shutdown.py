@@ -29,9 +29,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.chart.conftest import NAMESPACE
-from tests.e2e.control_plane import Json, collection_path, wait_for
-from tests.e2e.objects import GROUP_LABEL, Pool
+from tests.e2e.control_plane import Json
+from tests.e2e.objects import GROUP_LABEL, Pool, create_all
 from tests.e2e.stack import Process, Stack
+from tests.polling import wait_for
 
 EXIT_SECONDS = 5.0
 """Issue 24: exit within 5 s of SIGTERM, whatever is pending."""
@@ -39,13 +40,6 @@ TAKEOVER_SECONDS = 2.0
 """Issue 24: a second replica holds the Lease within 2 s of the first one's SIGTERM."""
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/phalanx-scheduler"
 MEMBERS = 3
-
-
-def create_all(pool: Pool, docs: list[Json], workers: int = 8) -> None:
-    """Create `docs` with parallel requests: 10,000 pods one after another take minutes."""
-    with ThreadPoolExecutor(workers) as threads:
-        for made in threads.map(lambda doc: pool.api.create(collection_path(doc), doc), docs):
-            assert made["metadata"]["name"]
 
 
 def settled(process: Process, backlog: int) -> bool:

@@ -16,10 +16,11 @@ from functools import partial
 
 import pytest
 
-from tests.e2e.control_plane import ControlPlane, Json, wait_for
+from tests.e2e.control_plane import ControlPlane, Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import SCHEDULER_NAME, Pool
+from tests.polling import wait_for
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -22,6 +19,7 @@ from kube.client import api_client
 from scheduler.api.config import LeaderElection, SchedulerConfiguration
 from scheduler.cluster.kube import SchedulerProcess
 from tests.apiserver import ApiServer
+from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = "scheduling.phalanx.dev/gang"
@@ -41,16 +39,6 @@ def fast_config(leader_elect: bool = False) -> SchedulerConfiguration:
             retry_period_seconds=0.2,
         ),
     )
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {getattr(predicate, '__name__', predicate)}")
 
 
 def node_of(server: ApiServer, name: str, namespace: str = "default") -> str | None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
-from tests.kube.replica import GATE, ROOT, CliReplica, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import GATE, ROOT, CliReplica, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 
 def fetch(port: int, path: str) -> tuple[int, str]:

@@ -16,8 +16,8 @@ from scheduler.cluster.kube import KubeCluster
 from scheduler.cluster.kube.dispatcher import LANES
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.kube.replica import wait_for
 from tests.kube.stored import stored_pod
+from tests.polling import wait_for
 
 EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
 WORKERS, LIMIT = next((workers, limit) for name, workers, limit in LANES if name == "events")

@@ -20,8 +20,8 @@ from scheduler.api.meta import Condition
 from scheduler.cluster.kube import KubeCluster
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.kube.replica import wait_for
 from tests.kube.stored import stored_pod
+from tests.polling import wait_for
 
 TARGET = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="x")
 WAITING = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="waiting for 1 victim")

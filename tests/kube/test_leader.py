@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.kube.replica import CliReplica, Replica, fast_config, lease_holder, node_of, wait_for
+from tests.kube.replica import CliReplica, Replica, fast_config, lease_holder, node_of
+from tests.polling import wait_for
 
 LEASE_DURATION = fast_config().leader_election.lease_duration_seconds
 

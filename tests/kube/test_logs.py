@@ -18,7 +18,8 @@ import pytest
 from tests.apiserver import ApiServer
 from tests.apiserver.server import status_body
 from tests.builders import make_node, make_pod, make_priority_class
-from tests.kube.replica import CliReplica, Replica, fast_config, wait_for
+from tests.kube.replica import CliReplica, Replica, fast_config
+from tests.polling import wait_for
 
 TOKEN = "phalanx-test-token-6f1d0c9e2b7a4d58"
 RECORD_LIMIT = 100

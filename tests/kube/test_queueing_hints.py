@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.kube.replica import CliReplica, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import CliReplica, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 
 def metric(port: int, name: str) -> float:

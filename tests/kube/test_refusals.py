@@ -16,7 +16,8 @@ import pytest
 from tests.apiserver import ApiServer
 from tests.apiserver.server import status_body
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.kube.replica import GATE, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import GATE, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 FORBIDDEN = status_body(
     403,

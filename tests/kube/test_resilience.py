@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.kube.replica import Replica, fast_config, node_of, wait_for
+from tests.kube.replica import Replica, fast_config, node_of
+from tests.polling import wait_for
 
 BINDING = "/api/v1/namespaces/default/pods/p/binding"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.kube.replica import CliReplica, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import CliReplica, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 
 def test_killed_after_deleting_victims_successor_binds_without_new_preemptions(

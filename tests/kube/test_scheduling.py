@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.kube.replica import GATE, PG_GROUP, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import GATE, PG_GROUP, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 
 def start(server: ApiServer, kubeconfig: Path, replicas: list[Replica], identity: str = "a") -> Replica:

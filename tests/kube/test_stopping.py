@@ -25,8 +25,9 @@ from scheduler.cluster.kube.lanes import Stopped
 from scheduler.cluster.kube.process import EXIT_SECONDS
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
-from tests.kube.replica import PG_GROUP, CliReplica, Replica, fast_config, lease_holder, wait_for
+from tests.kube.replica import PG_GROUP, CliReplica, Replica, fast_config, lease_holder
 from tests.kube.stored import stored_pod
+from tests.polling import wait_for
 
 UNSCHEDULABLE = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="0/1 nodes fit")
 PODS = "/api/v1/namespaces/default/pods"

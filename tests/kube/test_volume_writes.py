@@ -21,8 +21,8 @@ from scheduler.cluster.kube import KubeCluster
 from scheduler.framework.storage import PodVolumes
 from tests.apiserver import ApiServer
 from tests.builders import make_claim, make_node, make_pod, make_volume
-from tests.kube.replica import wait_for
 from tests.kube.stored import stored_pod
+from tests.polling import wait_for
 
 PV_PATH = "/api/v1/persistentvolumes/pv"
 CLAIM_PATH = "/api/v1/namespaces/default/persistentvolumeclaims/data"

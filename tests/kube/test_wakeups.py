@@ -18,7 +18,8 @@ from scheduler.api.pod import Pod
 from scheduler.cluster.kube import KubeCluster
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.kube.replica import Replica, fast_config, node_of, wait_for
+from tests.kube.replica import Replica, fast_config, node_of
+from tests.polling import wait_for
 
 ZONE = "topology.kubernetes.io/zone"
 

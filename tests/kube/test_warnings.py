@@ -12,7 +12,8 @@ from typing import Any
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_priority_class, make_queue
-from tests.kube.replica import PG_GROUP, Replica, fast_config, node_of, wait_for
+from tests.kube.replica import PG_GROUP, Replica, fast_config, node_of
+from tests.polling import wait_for
 
 TOLERATION = "preemption-toleration.scheduling.sigs.k8s.io/"
 

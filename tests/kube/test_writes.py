@@ -13,8 +13,9 @@ from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.kube import KubeCluster, NotLeader
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup
-from tests.kube.replica import GATE, PG_GROUP, wait_for
+from tests.kube.replica import GATE, PG_GROUP
 from tests.kube.stored import stored_pod
+from tests.polling import wait_for
 
 START_ANNOTATION = "scheduling.phalanx.dev/last-start-timestamp"
 

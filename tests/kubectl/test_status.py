@@ -101,7 +101,7 @@ def test_json_has_the_same_rows_totals_and_preemptions(tmp_path: Path, capsys: p
     document: dict[str, Any] = json.loads(out)
     assert (document["apiVersion"], document["kind"]) == ("explain.phalanx.dev/v1alpha1", "PendingWork")
     assert [u["unit"] for u in document["units"]] == ["batch/held", "ml/eval", "ml/huge", "ml/train"]
-    assert document["units"][1]["members"] == {"exist": 2, "bound": 0, "min": 4}
+    assert document["units"][1]["members"] == {"exist": 2, "bound": 0, "min": 4, "pending": 2}
     assert document["totals"] == {
         "units": 4,
         "pods": 5,

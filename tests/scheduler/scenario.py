@@ -18,7 +18,7 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
-from scheduler.framework.cluster import ClusterObjects, object_key, storage_table
+from scheduler.framework.cluster import ClusterObjects, device_table, object_key, storage_table
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.simulation.driver import simulate
 from scheduler.simulation.report import build_report
@@ -63,7 +63,7 @@ def cluster_of(objects: list[ApiModel]) -> ClusterObjects:
             cluster.queues[obj.metadata.name] = obj
         elif isinstance(obj, Namespace):
             cluster.namespaces[obj.metadata.name] = obj
-        elif (table := storage_table(cluster, obj)) is not None:
+        elif (table := storage_table(cluster, obj)) is not None or (table := device_table(cluster, obj)) is not None:
             table[object_key(obj)] = obj
         else:
             raise TypeError(f"unsupported object {type(obj).__name__}")

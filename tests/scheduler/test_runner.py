@@ -35,9 +35,7 @@ class RetryLater:
     def post_filter(
         self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot, statuses: dict[str, Status]
     ) -> PostFilterResult:
-        return PostFilterResult(
-            unschedulable("victim protected", until=self.at), {m.key: "n1" for m in unit.members}, explanation=statuses
-        )
+        return PostFilterResult(unschedulable("victim protected", until=self.at), {m.key: "n1" for m in unit.members})
 
 
 class Recorder:

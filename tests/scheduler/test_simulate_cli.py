@@ -215,6 +215,13 @@ def test_directory_input_and_admission_gates_gang_members(tmp_path: Path, capsys
             {"shop/reports-6f7a8-t3u4v": "Unschedulable", "shop/search-indexer-5c6d7-q1r2s": "Unschedulable"},
             id="what-if on a kubectl List dump places every pending pod",
         ),
+        pytest.param(
+            "devices.yaml",
+            [],
+            {f"ml/{p}" for p in ("train-a100", "h100-a", "h100-b", "render-0", "render-1", "wants-h100-else-l4")},
+            {"ml/pair-of-h100": "Unschedulable", "ml/no-template": "Unschedulable"},
+            id="devices allocated through DRA, and two claims that cannot be",
+        ),
     ],
 )
 def test_examples(

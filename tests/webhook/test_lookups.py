@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import structlog
 from kube.client import api_client
 from tests.apiserver.server import ApiServer
 from tests.builders import make_priority_class, make_queue
+from tests.polling import wait_for
 from tests.webhook.harness import fixture, seed
 from webhook.errors import LookupFailed
 from webhook.lookups import PRIORITY_CLASSES, QUEUES, KubeLookups, Resource
@@ -39,13 +40,6 @@ def names(lookups: KubeLookups, resource: Resource) -> set[str]:
     return {key.rsplit("/", 1)[-1] for key in lookups.informers[resource].items()}
 
 
-def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_synced_cache_answers_without_reading_the_api(api: ApiServer, lookups: KubeLookups) -> None:
     reads_before = len(api.requests_matching("GET", f"{PC_PATH}/"))
     high = lookups.priority_class("phalanx-high")
@@ -61,11 +55,11 @@ def test_synced_cache_answers_without_reading_the_api(api: ApiServer, lookups: K
 
 def test_watch_adds_modifies_and_deletes(api: ApiServer, lookups: KubeLookups) -> None:
     api.create(make_priority_class("burst", 50).json())
-    eventually(lambda: "burst" in names(lookups, PRIORITY_CLASSES))
+    wait_for(lambda: "burst" in names(lookups, PRIORITY_CLASSES), timeout=10)
     api.apply(make_priority_class("burst", 60).json())
-    eventually(lambda: getattr(lookups.priority_class("burst"), "value", None) == 60)
+    wait_for(lambda: getattr(lookups.priority_class("burst"), "value", None) == 60, timeout=10)
     api.delete("priorityclasses", "burst", group="scheduling.k8s.io")
-    eventually(lambda: "burst" not in names(lookups, PRIORITY_CLASSES))
+    wait_for(lambda: "burst" not in names(lookups, PRIORITY_CLASSES), timeout=10)
 
 
 def test_miss_reads_the_api_directly(api: ApiServer, lookups: KubeLookups) -> None:
@@ -84,14 +78,14 @@ def test_expired_watch_relists(api: ApiServer, lookups: KubeLookups) -> None:
     lists_before = len([r for r in api.requests_matching("GET", path) if "watch" not in r.query])
     api.compact()
     api.create(make_queue("after-compaction").parent("root").json())
-    eventually(lambda: "after-compaction" in names(lookups, QUEUES))
+    wait_for(lambda: "after-compaction" in names(lookups, QUEUES), timeout=10)
     assert len([r for r in api.requests_matching("GET", path) if "watch" not in r.query]) > lists_before
 
 
 def test_cache_recovers_after_an_apiserver_restart(api: ApiServer, lookups: KubeLookups) -> None:
     api.restart(compact=True)
     api.create(make_queue("after-restart").parent("root").json())
-    eventually(lambda: "after-restart" in names(lookups, QUEUES))
+    wait_for(lambda: "after-restart" in names(lookups, QUEUES), timeout=10)
 
 
 def test_not_ready_until_the_api_answers(tmp_path: Path) -> None:

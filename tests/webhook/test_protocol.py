@@ -37,17 +37,30 @@ BAD_REQUESTS = [
     pytest.param(b"[1, 2]", "request body must be a JSON object", "", id="JSON that is not an object"),
     pytest.param(
         json.dumps({**REVIEW, "apiVersion": "admission.k8s.io/v1beta1"}).encode(),
-        'apiVersion: Unsupported value: "admission.k8s.io/v1beta1": must be admission.k8s.io/v1',
+        'apiVersion: Unsupported value: "admission.k8s.io/v1beta1": supported values: "admission.k8s.io/v1"',
         UID,
         id="wrong apiVersion, uid still echoed",
     ),
     pytest.param(
         json.dumps({**REVIEW, "kind": "Pod"}).encode(),
-        'kind: Unsupported value: "Pod": must be AdmissionReview',
+        'kind: Unsupported value: "Pod": supported values: "AdmissionReview"',
         UID,
         id="wrong kind",
     ),
     pytest.param(_without_request(), "request: Required value", "", id="missing request"),
+    pytest.param(
+        json.dumps({**REVIEW, "request": {**REVIEW["request"], "operation": "PATCH"}}).encode(),
+        'request.operation: Unsupported value: "PATCH": supported values: "CREATE", "UPDATE", "DELETE", "CONNECT"',
+        UID,
+        id="unknown operation, the supported ones listed",
+    ),
+    pytest.param(
+        json.dumps({**REVIEW, "kind": "Pod", "request": {**REVIEW["request"], "kind": "Pod", "uid": ""}}).encode(),
+        '[kind: Unsupported value: "Pod": supported values: "AdmissionReview", request.uid: Invalid value: "": must'
+        ' have at least 1 character, request.kind: Invalid value: "Pod": must be a JSON object]',
+        "",
+        id="every malformed field named at once",
+    ),
     pytest.param(b" " * (7 * 1024 * 1024 + 1), "must be at most 7340032 bytes (7 MiB)", "", id="body over 7 MiB"),
 ]
 

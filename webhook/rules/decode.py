@@ -2,12 +2,15 @@
 
 Custom resources arrive with `x-kubernetes-preserve-unknown-fields`, so the apiserver checks nothing:
 `minCount: "two"` or `spec: []` reach us and must be denied with a field path, never crash us.
+A rule gets both forms (`Decoded`): the model to read, and the raw JSON to default, because a patch is
+the difference between two raw objects and must keep the fields no model declares.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -17,7 +20,13 @@ from webhook.field import ROOT, FieldError, Path, invalid, not_supported, requir
 
 M = TypeVar("M", bound=ApiModel)
 
+JsonObject = dict[str, Any]
+"""An object as the apiserver sent it, parsed from JSON and not yet checked against a model."""
+
 _QUOTED = re.compile(r"'([^']*)'")
+_SHOULD = re.compile(r"^\w+ should")
+"""The subject of pydantic's messages ("Input should be a valid integer", "String should have..."), which
+the apiserver's wording replaces with "must"."""
 
 
 def _path(loc: tuple[int | str, ...]) -> Path:
@@ -34,8 +43,15 @@ def _field_error(error: Any) -> FieldError:
         return required(path)
     if kind == "literal_error":
         return not_supported(path, error.get("input"), tuple(_QUOTED.findall(str(error["ctx"]["expected"]))))
-    detail = str(error["msg"]).replace("Input should be", "must be", 1)
+    if kind in ("model_type", "dict_type"):
+        return invalid(path, error.get("input"), "must be a JSON object")
+    detail = _SHOULD.sub("must", str(error["msg"]), count=1)
     return invalid(path, error.get("input"), detail)
+
+
+def field_errors(err: ValidationError) -> list[FieldError]:
+    """Every complaint of pydantic as a field error naming the field and the rule."""
+    return [_field_error(e) for e in err.errors(include_url=False)]
 
 
 def decode(model: type[M], raw: Any) -> M:
@@ -45,4 +61,13 @@ def decode(model: type[M], raw: Any) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as err:
-        raise Denied([_field_error(e) for e in err.errors(include_url=False)]) from None
+        raise Denied(field_errors(err)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded(Generic[M]):
+    """An object under admission: `model` for the rules to read, `raw` (what `model` was decoded from)
+    for defaulting to copy and change and for rules that compare fields no model declares."""
+
+    model: M
+    raw: JsonObject

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from webhook.rules.decode import JsonObject
 
 
 @dataclass(frozen=True, slots=True)
 class Defaulted:
-    object: dict[str, Any]
+    object: JsonObject
     warnings: tuple[str, ...] = ()

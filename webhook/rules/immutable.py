@@ -6,12 +6,11 @@ not model are covered too. Source of the wording: `apimachinery` `ValidateImmuta
 
 from __future__ import annotations
 
-from typing import Any
-
 from webhook.field import ROOT, FieldError, immutable
+from webhook.rules.decode import JsonObject
 
 
-def spec_immutable_errors(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+def spec_immutable_errors(new: JsonObject, old: JsonObject) -> list[FieldError]:
     path = ROOT.child("spec")
     new_spec, old_spec = new.get("spec"), old.get("spec")
     if not isinstance(new_spec, dict) or not isinstance(old_spec, dict):

@@ -19,7 +19,7 @@ from scheduler.api.pod_group import API_VERSION, NATIVE_API_VERSION
 from scheduler.api.priority_class import global_default
 from webhook.errors import LookupFailed
 from webhook.field import ROOT, FieldError, duplicate, forbidden, immutable, invalid
-from webhook.rules.decode import decode
+from webhook.rules.decode import Decoded, JsonObject, decode
 from webhook.rules.defaulted import Defaulted
 from webhook.rules.lookups import Lookups
 from webhook.rules.names import qualified_name_errors
@@ -45,7 +45,7 @@ DEFAULT_SETTINGS = PodSettings()
 READ_SPEC_FIELDS = ("nodeName", "schedulerName", "schedulingGates", "schedulingGroup", "priorityClassName")
 
 
-def _decode(obj: Any) -> Pod:
+def decode_pod(obj: Any) -> Pod:
     """The pod, built from only the fields these rules read.
 
     This webhook is on the path of every pod creation: a field the rules never look at (a container,
@@ -93,9 +93,9 @@ def _priority_warning(pod: Pod, api_version: str, group_name: str, lookups: Look
     )
 
 
-def default_pod(obj: dict[str, Any], lookups: Lookups, settings: PodSettings = DEFAULT_SETTINGS) -> Defaulted:
+def default_pod(decoded: Decoded[Pod], lookups: Lookups, settings: PodSettings) -> Defaulted:
     """Gate a pod-group member and give it to our scheduler; other pods pass untouched."""
-    pod = _decode(obj)
+    pod, obj = decoded.model, decoded.raw
     ref = _group_ref(pod)
     if ref is None:
         return Defaulted(obj)
@@ -121,16 +121,16 @@ def _gate_errors(pod: Pod) -> list[FieldError]:
     return errors
 
 
-def validate_pod_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    pod = _decode(obj)
+def validate_pod_create(decoded: Decoded[Pod], lookups: Lookups) -> list[FieldError]:
+    pod = decoded.model
     errors = _gate_errors(pod)
     if pod.spec.node_name and pod.spec.scheduling_gates:
         errors.append(forbidden(NODE_NAME, NODE_NAME_WITH_GATES))
     return errors
 
 
-def validate_pod_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    pod, old_pod = _decode(obj), _decode(old)
+def validate_pod_update(decoded: Decoded[Pod], old: JsonObject, lookups: Lookups) -> list[FieldError]:
+    pod, old_pod = decoded.model, decode_pod(old)
     errors: list[FieldError] = []
     old_gates = {g.name for g in old_pod.spec.scheduling_gates}
     for i, gate in enumerate(pod.spec.scheduling_gates):

@@ -9,14 +9,13 @@ is immutable after creation; status is free. Divergence: a reference to a Worklo
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.api.pod_group import PodGroup
 from webhook.field import ROOT, FieldError, not_found
-from webhook.rules.decode import decode
+from webhook.rules.decode import Decoded, JsonObject
 from webhook.rules.defaulted import Defaulted
 from webhook.rules.immutable import spec_immutable_errors
 from webhook.rules.lookups import Lookups
+from webhook.rules.pod import PodSettings
 from webhook.rules.policy import policy_errors
 from webhook.rules.priority import default_priority, priority_errors
 
@@ -24,8 +23,8 @@ SPEC = ROOT.child("spec")
 TEMPLATE_REF = SPEC.child("podGroupTemplateRef").child("workload")
 
 
-def default_pod_group(obj: dict[str, Any], lookups: Lookups) -> Defaulted:
-    group = decode(PodGroup, obj)
+def default_pod_group(decoded: Decoded[PodGroup], lookups: Lookups, settings: PodSettings) -> Defaulted:
+    group, obj = decoded.model, decoded.raw
     spec = dict(obj.get("spec") or {})
     warnings: list[str] = []
     ref = group.spec.pod_group_template_ref
@@ -53,8 +52,8 @@ def default_pod_group(obj: dict[str, Any], lookups: Lookups) -> Defaulted:
     return Defaulted({**obj, "spec": spec}, tuple(warnings))
 
 
-def validate_pod_group_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    group = decode(PodGroup, obj)
+def validate_pod_group_create(decoded: Decoded[PodGroup], lookups: Lookups) -> list[FieldError]:
+    group, obj = decoded.model, decoded.raw
     errors = policy_errors(SPEC, group.spec.scheduling_policy, group.spec.disruption_mode)
     errors += priority_errors(SPEC, group.spec.priority_class_name, group.spec.priority, lookups)
     ref = group.spec.pod_group_template_ref
@@ -68,6 +67,5 @@ def validate_pod_group_create(obj: dict[str, Any], lookups: Lookups) -> list[Fie
     return errors
 
 
-def validate_pod_group_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    decode(PodGroup, obj)
-    return spec_immutable_errors(obj, old)
+def validate_pod_group_update(decoded: Decoded[PodGroup], old: JsonObject, lookups: Lookups) -> list[FieldError]:
+    return spec_immutable_errors(decoded.raw, old)

@@ -8,14 +8,13 @@ plugin rejects it too, but for pods only).
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.api.priority_class import global_default
 from webhook.field import FieldError, Path, invalid
+from webhook.rules.decode import JsonObject
 from webhook.rules.lookups import Lookups
 
 
-def default_priority(spec: dict[str, Any], lookups: Lookups) -> None:
+def default_priority(spec: JsonObject, lookups: Lookups) -> None:
     """Fill `priorityClassName` and `priority` in a spec (or template) dict the caller owns."""
     name = spec.get("priorityClassName")
     if not name:

@@ -8,12 +8,10 @@ sync) is never refused; until the parent exists, the scheduler's walk stops at t
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.api.duration import DurationError, parse_duration
 from scheduler.api.queue import Queue
 from webhook.field import ROOT, FieldError, invalid
-from webhook.rules.decode import decode
+from webhook.rules.decode import Decoded, JsonObject
 from webhook.rules.lookups import Lookups
 
 SPEC = ROOT.child("spec")
@@ -58,17 +56,17 @@ def _parent_errors(queue: Queue, lookups: Lookups) -> list[FieldError]:
     return []
 
 
-def validate_queue_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    queue = decode(Queue, obj)
+def validate_queue_create(decoded: Decoded[Queue], lookups: Lookups) -> list[FieldError]:
+    queue = decoded.model
     return _duration_errors(queue) + _parent_errors(queue, lookups)
 
 
-def validate_queue_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    return validate_queue_create(obj, lookups)
+def validate_queue_update(decoded: Decoded[Queue], old: JsonObject, lookups: Lookups) -> list[FieldError]:
+    return validate_queue_create(decoded, lookups)
 
 
-def queue_warnings(obj: dict[str, Any], lookups: Lookups) -> list[str]:
-    queue = decode(Queue, obj)
+def queue_warnings(decoded: Decoded[Queue], lookups: Lookups) -> list[str]:
+    queue = decoded.model
     parent = queue.spec.parent_queue
     if not parent or lookups.queue(parent) is not None:
         return []

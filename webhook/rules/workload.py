@@ -7,23 +7,22 @@ Every spec field is immutable after creation.
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.api.workload import MAX_TEMPLATES, Workload
 from webhook.field import ROOT, FieldError, duplicate, invalid, required, too_many
-from webhook.rules.decode import decode
+from webhook.rules.decode import Decoded, JsonObject
 from webhook.rules.defaulted import Defaulted
 from webhook.rules.immutable import spec_immutable_errors
 from webhook.rules.lookups import Lookups
 from webhook.rules.names import dns_label_errors
+from webhook.rules.pod import PodSettings
 from webhook.rules.policy import policy_errors
 from webhook.rules.priority import default_priority, priority_errors
 
 TEMPLATES = ROOT.child("spec").child("podGroupTemplates")
 
 
-def default_workload(obj: dict[str, Any], lookups: Lookups) -> Defaulted:
-    decode(Workload, obj)
+def default_workload(decoded: Decoded[Workload], lookups: Lookups, settings: PodSettings) -> Defaulted:
+    obj = decoded.raw
     spec = dict(obj.get("spec") or {})
     templates = []
     for raw in spec.get("podGroupTemplates") or []:
@@ -35,9 +34,8 @@ def default_workload(obj: dict[str, Any], lookups: Lookups) -> Defaulted:
     return Defaulted({**obj, "spec": spec})
 
 
-def validate_workload_create(obj: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    workload = decode(Workload, obj)
-    templates = workload.spec.pod_group_templates
+def validate_workload_create(decoded: Decoded[Workload], lookups: Lookups) -> list[FieldError]:
+    templates = decoded.model.spec.pod_group_templates
     errors: list[FieldError] = []
     if not templates:
         errors.append(required(TEMPLATES, "must have at least 1 item"))
@@ -55,6 +53,5 @@ def validate_workload_create(obj: dict[str, Any], lookups: Lookups) -> list[Fiel
     return errors
 
 
-def validate_workload_update(obj: dict[str, Any], old: dict[str, Any], lookups: Lookups) -> list[FieldError]:
-    decode(Workload, obj)
-    return spec_immutable_errors(obj, old)
+def validate_workload_update(decoded: Decoded[Workload], old: JsonObject, lookups: Lookups) -> list[FieldError]:
+    return spec_immutable_errors(decoded.raw, old)

@@ -58,6 +58,28 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "phalanx.webhook.validatingName" -}}{{ include "phalanx.fullname" . }}-validating{{- end }}
 {{- define "phalanx.webhook.certificateName" -}}{{ include "phalanx.fullname" . }}-webhook{{- end }}
 {{- define "phalanx.scheduler.leaseName" -}}{{ include "phalanx.fullname" . }}-scheduler{{- end }}
+{{- define "phalanx.scheduler.serviceName" -}}{{ include "phalanx.fullname" . }}-scheduler{{- end }}
+{{- define "phalanx.scheduler.frontProxyRoleName" -}}{{ include "phalanx.fullname" . }}-scheduler-front-proxy{{- end }}
+{{- /* One group and version for every release: a cluster serves it from one scheduler. */}}
+{{- define "phalanx.explainAPI.serviceName" -}}v1alpha1.explain.phalanx.dev{{- end }}
+
+{{/* The DNS names of a Service, as a list: call with (dict "service" <name> "namespace" <ns>). */}}
+{{- define "phalanx.serviceDNSNames" -}}
+{{- $names := list .service (printf "%s.%s" .service .namespace) (printf "%s.%s.svc" .service .namespace) (printf "%s.%s.svc.cluster.local" .service .namespace) }}
+{{- toYaml $names }}
+{{- end }}
+
+{{/*
+The names the serving certificate carries besides the webhook Service's: the scheduler's Service, which
+kube-apiserver verifies when it calls the explain API (as `<service>.<namespace>.svc`). YAML list, maybe empty.
+*/}}
+{{- define "phalanx.explainAPI.dnsNames" -}}
+{{- if .Values.scheduler.explainAPI.enabled }}
+{{- include "phalanx.serviceDNSNames" (dict "service" (include "phalanx.scheduler.serviceName" .) "namespace" .Release.Namespace) }}
+{{- else }}
+{{- toYaml list }}
+{{- end }}
+{{- end }}
 
 {{- define "phalanx.webhook.serviceAccountName" -}}
 {{- if .Values.webhook.serviceAccount.create }}
@@ -103,6 +125,7 @@ the certificate; otherwise generates once per render (memoised in .Values, share
 {{- $svc := include "phalanx.webhook.serviceName" . }}
 {{- $ns := .Release.Namespace }}
 {{- $names := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) }}
+{{- $names = concat $names (include "phalanx.explainAPI.dnsNames" . | fromYamlArray) }}
 {{- $ca := genCA "phalanx-ca" (int .Values.certificates.caDays) }}
 {{- $leaf := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $names (int .Values.certificates.days) $ca }}
 {{- $certs = dict "ca" ($ca.Cert | b64enc) "crt" ($leaf.Cert | b64enc) "key" ($leaf.Key | b64enc) }}

@@ -9,8 +9,11 @@ Informers list and watch (the volume plugins' claims, volumes, StorageClasses an
 happens only for a pod whose gate removal lost a race (a PodGroup whose status write conflicted waits for its watch
 instead, and so does a volume or claim whose write did). VolumeBinding's PreBind patches a PersistentVolume's
 claimRef (a static volume bound to a WaitForFirstConsumer claim) and a claim's volume.kubernetes.io/selected-node
-annotation (a volume to provision). Events are only ever created. The native scheduling.k8s.io/v1alpha2
-PodGroups are watched when the cluster serves them; granting them on a cluster that does not is harmless.
+annotation (a volume to provision). DynamicResources' PreBind patches a ResourceClaim's finalizer
+(resource.kubernetes.io/delete-protection) and its status (allocation, reservedFor); kube-apiserver 1.36 also checks
+`patch` of the `resourceclaims/binding` subresource, at cluster scope, for every change of those two fields (a Role
+would not do). Events are only ever created. The native scheduling.k8s.io/v1alpha2 PodGroups are watched when the
+cluster serves them; granting them on a cluster that does not is harmless.
 */}}
 {{- define "phalanx.scheduler.clusterRules" -}}
 - apiGroups: [""]
@@ -40,6 +43,15 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
 - apiGroups: [storage.k8s.io]
   resources: [storageclasses, csinodes]
   verbs: [list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [deviceclasses, resourceslices]
+  verbs: [list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [list, watch, patch]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims/status, resourceclaims/binding]
+  verbs: [patch]
 - apiGroups: [scheduling.phalanx.dev]
   resources: [workloads, queues]
   verbs: [list, watch]
@@ -60,6 +72,24 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
   verbs: [create]
 {{- end }}
 
+{{/* The explain API (scheduler/serve): a SubjectAccessReview decides whether each request's user may read it. */}}
+{{- define "phalanx.scheduler.explainClusterRules" -}}
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}
+
+{{/*
+The explain API trusts the front proxy as kube-apiserver describes it in kube-system (kube/front_proxy.py): a Role
+there, bound to the scheduler (the built-in extension-apiserver-authentication-reader grants list and watch too).
+*/}}
+{{- define "phalanx.scheduler.frontProxyRules" -}}
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [extension-apiserver-authentication]
+  verbs: [get]
+{{- end }}
+
 {{/* Call with (dict "lease" <name>). `create` cannot be limited by name in RBAC. */}}
 {{- define "phalanx.scheduler.namespacedRules" -}}
 - apiGroups: [coordination.k8s.io]
@@ -72,7 +102,21 @@ PodGroups are watched when the cluster serves them; granting them on a cluster t
 {{- end }}
 
 {{/*
-What `kubectl phalanx explain|status` reads (phalanx/kubectl/live.py): one LIST of each kind the scheduler
+What `kubectl phalanx explain|status` asks the scheduler's explain API (phalanx/kubectl/served.py): a unit's
+explanation, in its namespace (`get` on the subresource, named), and the pending work of a namespace (`list`; bound
+cluster-wide, of every namespace for `status -A`). Discovery, which finds the API, is every user's.
+*/}}
+{{- define "phalanx.viewer.explainRules" -}}
+- apiGroups: [explain.phalanx.dev]
+  resources: [pods/explanation, podgroups/explanation]
+  verbs: [get]
+- apiGroups: [explain.phalanx.dev]
+  resources: [pendingwork]
+  verbs: [list]
+{{- end }}
+
+{{/*
+Without the explain API: what `kubectl phalanx explain|status` reads to compute its answer (phalanx/kubectl/live.py): one LIST of each kind the scheduler
 reads (native scheduling.k8s.io/v1alpha2 PodGroups where the cluster serves them), the namespace asked
 about (and every namespace, whose labels a namespaceSelector reads), and the scheduler's ConfigMap (its configuration). Only get and list: the plugin writes nothing, and
 lists only, never watches. Call with (dict "configMap" <name>).
@@ -130,6 +174,14 @@ Call with (dict "mutating" <name> "validating" <name>).
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations]
   resourceNames: [{{ .validating }}]
+  verbs: [get, update]
+{{- end }}
+
+{{/* self-managed certificates and the explain API: its APIService's caBundle. Call with (dict "apiService" <name>). */}}
+{{- define "phalanx.webhook.apiServiceRules" -}}
+- apiGroups: [apiregistration.k8s.io]
+  resources: [apiservices]
+  resourceNames: [{{ .apiService }}]
   verbs: [get, update]
 {{- end }}
 

@@ -30,7 +30,7 @@ from kubernetes import client
 
 from kube.errors import ApiError, Conflict, Invalid, NotFound
 from kube.transport import JSON
-from scheduler.api.meta import ApiModel, Condition
+from scheduler.api.meta import ApiModel, Condition, rfc3339
 from scheduler.api.node import Node
 from scheduler.api.persistent_volume import PersistentVolume, bound_to_claim
 from scheduler.api.persistent_volume_claim import (
@@ -42,7 +42,10 @@ from scheduler.api.persistent_volume_claim import (
 )
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, PodGroup
+from scheduler.api.resource_claim import ResourceClaim
 from scheduler.cluster.kube.hold import PreemptionHold
+from scheduler.framework.cluster import EVENT_NOTE_LIMIT
+from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.storage import PodVolumes
 from scheduler.plugins.volume_binding import node_fits
 
@@ -54,7 +57,6 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REPORTING_CONTROLLER = "scheduling.phalanx.dev/scheduler"
 ALREADY_ASSIGNED = re.compile(r'is already assigned to node \\?"([^"\\]+)\\?"')
 EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
-EVENT_NOTE_LIMIT = 1024
 BIND_TIMEOUT_SECONDS = 600.0
 """How long a pod's claims may take to be bound before its Binding is given up (kube-scheduler's
 `VolumeBindingArgs.bindTimeoutSeconds` default)."""
@@ -119,7 +121,8 @@ class Wire(Protocol):
         """Record an Event (an `EventCall`)."""
 
     def stored(self, kind: str, key: str) -> Any:
-        """The informer's copy of an object (`pods`, `nodes`, `persistentvolumes`, `persistentvolumeclaims`), by the
+        """The informer's copy of an object (`pods`, `nodes`, `persistentvolumes`, `persistentvolumeclaims`,
+        `resourceclaims`), by the
         key `ClusterObjects` files it under, or None."""
 
     def pause(self, seconds: float) -> bool:
@@ -245,6 +248,14 @@ class Call:
         """The PersistentVolumeClaims it writes besides its own object, shown by the view."""
         return ()
 
+    def resource_claim_keys(self) -> tuple[str, ...]:
+        """The ResourceClaims it writes besides its own object (a `ClaimAllocation`'s), shown by the view."""
+        return ()
+
+    def shows_resource_claim(self, key: str, claim: ResourceClaim) -> ResourceClaim:
+        """A ResourceClaim this call writes (`resource_claim_keys`), as it shows while the call is in flight."""
+        return claim
+
 
 @dataclass(frozen=True, slots=True)
 class GateRemoval(Call):
@@ -340,7 +351,7 @@ class Binding(Call):
         return isinstance(older, PodScheduled)
 
     def follows(self, earlier: Call) -> Order:
-        if isinstance(earlier, GateRemoval | ClaimBinding):
+        if isinstance(earlier, GateRemoval | ClaimBinding | ClaimAllocation):
             return Order.REQUIRES
         if isinstance(earlier, PodScheduled):
             return Order.AFTER
@@ -415,10 +426,9 @@ class ClaimBinding(Call):
         return isinstance(older, ClaimBinding)
 
     def follows(self, earlier: Call) -> Order:
+        """After the pod's gate removal; not after a queued PodScheduled (see `ClaimAllocation.follows`)."""
         if isinstance(earlier, GateRemoval):
             return Order.REQUIRES
-        if isinstance(earlier, PodScheduled):
-            return Order.AFTER
         return Order.FREE
 
     def volume_names(self) -> tuple[str, ...]:
@@ -564,6 +574,109 @@ class ClaimBinding(Call):
     def refused(self, wire: Wire, err: BaseException) -> None:
         if isinstance(err, ApiError | Failed):
             note = f'running PreBind plugin "VolumeBinding": {err.answer}'
+            wire.event(self.pod, "Warning", "FailedScheduling", note)
+
+
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+"""Set on a claim before it is allocated, so it is not deleted while allocated; the resource claim controller
+removes it when it deallocates the claim (`resourceapi.Finalizer`)."""
+
+
+def claim_path(claim: ResourceClaim) -> str:
+    meta = claim.metadata
+    return f"/apis/resource.k8s.io/v1/namespaces/{meta.namespace or 'default'}/resourceclaims/{meta.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAllocation(Call):
+    """PreBind for a pod's ResourceClaims (DynamicResources): each claim given the finalizer
+    `resource.kubernetes.io/delete-protection` (when it is to be allocated), then its `status.allocation` (when it has
+    none, stamped with `allocationTimestamp`) and the consumer in `status.reservedFor`, as kube-scheduler's PreBind
+    does. The API server checks that status write on `resourceclaims/binding` too (the chart's RBAC).
+
+    Keyed on the pod, so its Binding follows it and is sent only once it went through (`Order.REQUIRES`); meanwhile
+    the view shows the claims allocated and reserved, so no pass gives the devices to another pod. Each write is a
+    merge patch guarded by the resourceVersion last seen: on a 409 it is made again on the newer claim the watch
+    brings, as long as that one is not allocated to other devices (two pods sharing a claim write the same
+    allocation: the second adds only its reservation). A claim gone, or allocated otherwise, refuses the call and the
+    Binding: the pod is pending again.
+    """
+
+    pod: Pod = field(compare=False)
+    node: str = ""
+    writes: tuple[ClaimWrite, ...] = field(compare=False, default=())
+
+    operation: ClassVar[str] = "allocate_claims"
+    lane: ClassVar[str] = "volumes"
+    told: ClassVar[bool] = True
+
+    def repeats(self, older: Call, done: bool) -> bool:
+        return isinstance(older, ClaimAllocation)
+
+    def follows(self, earlier: Call) -> Order:
+        """After the pod's gate removal and volume binding; not after a queued PodScheduled, which the Binding that
+        follows this call supersedes: ended with it, this call would not be sent, and the Binding would."""
+        if isinstance(earlier, GateRemoval | ClaimBinding):
+            return Order.REQUIRES
+        return Order.FREE
+
+    def resource_claim_keys(self) -> tuple[str, ...]:
+        return tuple(write.claim.key for write in self.writes)
+
+    def shows_resource_claim(self, key: str, claim: ResourceClaim) -> ResourceClaim:
+        for write in self.writes:
+            if write.claim.key == key:
+                claim = write.applied(claim) or claim
+        return claim
+
+    def send(self, wire: Wire) -> Any:
+        for write in self.writes:
+            self._write(wire, write)
+        return None
+
+    def _write(self, wire: Wire, write: ClaimWrite) -> None:
+        seen = self._newest(wire, write.claim)
+        while True:
+            wanted = write.applied(seen)
+            if wanted is None:
+                raise Failed(f'resourceclaim "{seen.metadata.name}" is allocated to other devices')
+            if wanted is seen:
+                return
+            try:
+                if seen.status.allocation is None and CLAIM_FINALIZER not in seen.metadata.finalizers:
+                    body: dict[str, Any] = {
+                        "metadata": {
+                            "resourceVersion": seen.metadata.resource_version,
+                            "finalizers": [*seen.metadata.finalizers, CLAIM_FINALIZER],
+                        }
+                    }
+                    route = client.ResourceV1Api.patch_namespaced_resource_claim
+                    seen = ResourceClaim.model_validate(wire.request(self, route, claim_path(seen), body, MERGE_PATCH))
+                    continue
+                status = wanted.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+                if seen.status.allocation is None and "allocation" in status:
+                    status["allocation"]["allocationTimestamp"] = rfc3339(wire.now())  # as kube-scheduler stamps it
+                body = {
+                    "metadata": {"resourceVersion": seen.metadata.resource_version},
+                    "status": {"allocation": status.get("allocation"), "reservedFor": status.get("reservedFor", [])},
+                }
+                route = client.ResourceV1Api.patch_namespaced_resource_claim_status
+                wire.request(self, route, f"{claim_path(seen)}/status", body, MERGE_PATCH)
+                return
+            except Conflict:
+                newer = ClaimBinding._newer(wire, "resourceclaims", write.claim.key, seen)
+                if newer is None:
+                    raise
+                seen = newer
+
+    @staticmethod
+    def _newest(wire: Wire, claim: ResourceClaim) -> ResourceClaim:
+        stored: ResourceClaim | None = wire.stored("resourceclaims", claim.key)
+        return stored if stored is not None and version(stored) >= version(claim) else claim
+
+    def refused(self, wire: Wire, err: BaseException) -> None:
+        if isinstance(err, ApiError | Failed):
+            note = f'running PreBind plugin "DynamicResources": {err.answer}'
             wire.event(self.pod, "Warning", "FailedScheduling", note)
 
 

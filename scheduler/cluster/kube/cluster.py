@@ -32,10 +32,12 @@ from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.api.wire import prune
+from scheduler.cluster.kube.backpressure import Backpressure
 from scheduler.cluster.kube.calls import (
     BIND_TIMEOUT_SECONDS,
     Binding,
     Call,
+    ClaimAllocation,
     ClaimBinding,
     Deletion,
     EventCall,
@@ -53,6 +55,7 @@ from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.cluster.kube.lanes import Stopped
 from scheduler.cluster.kube.view import KubeView
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
+from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.ledger import Ledger
 from scheduler.framework.storage import PodVolumes
 from scheduler.framework.unit_key import group_unit
@@ -97,6 +100,7 @@ class KubeCluster:
             on_refused=self.changed.set,
             workers={"bindings": binding_workers, "preemption": preemption_workers},
         )
+        self.backpressure = Backpressure(self.dispatcher.lanes["bindings"])
 
     # lifecycle
 
@@ -134,6 +138,11 @@ class KubeCluster:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+    def writes_backed_up(self) -> bool:
+        """The Bindings queued or on the wire reached a few seconds' worth (`backpressure.py`); once the pass
+        ended, `backpressure.room` says when to run the next."""
+        return self.backpressure.full()
 
     def objects(self) -> ClusterObjects:
         return self.view.objects()
@@ -180,6 +189,7 @@ class KubeCluster:
             "nodes": self.view.nodes,
             "persistentvolumes": self.view.volumes,
             "persistentvolumeclaims": self.view.claims,
+            "resourceclaims": self.view.resource_claims,
         }
         return informers[kind].get(key)
 
@@ -216,6 +226,16 @@ class KubeCluster:
             volumes=volumes,
             timeout=self.volume_bind_timeout_seconds,
         )
+        self.dispatcher.add(call)
+
+    def allocate_claims(
+        self, pod: Pod, node_name: str, writes: tuple[ClaimWrite, ...], unit: str | None = None
+    ) -> None:
+        """Shown at once (the claims allocated and reserved); sent by a volume worker (`ClaimAllocation`). The pod's
+        Binding, made next, is sent once it went through."""
+        if not self.may_write():
+            raise NotLeader("allocate_claims")
+        call = ClaimAllocation(object_key(pod), unit or unit_of(pod), pod=pod, node=node_name, writes=writes)
         self.dispatcher.add(call)
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:

@@ -291,14 +291,22 @@ class Dispatcher:
             self._on_refused()  # the view shows the object as it is again, and the ledger has a refusal
         self._release(entry, followers, refused=True)
 
-    def _release(self, entry: Entry[Call], followers: list[Entry[Call]], refused: bool) -> None:
+    def _release(
+        self,
+        entry: Entry[Call],
+        followers: list[Entry[Call]],
+        refused: bool,
+        why: str = "the write it follows was refused",
+    ) -> None:
         """The follow-ons of `entry` take their turn: in this worker when of the same lane, else in theirs;
-        none that required `entry` when it was refused, and none once stopping began."""
+        none that required `entry` when it was refused (or not sent: `why`), and none once stopping began. One
+        that only waited for it goes: a Binding that replaced a queued PodScheduled write must not take the
+        claims' writes ordered after that one with it."""
         for follower in followers:
             with self.ledger.lock:
                 follower.after = None
             if (refused and follower.requires) or self.stopping.is_set():
-                reason = "the write it follows was refused" if refused else "stopping"
+                reason = why if refused and follower.requires else "stopping"
                 self._not_sent(follower, NotSent(reason))
             elif follower.call.lane == entry.call.lane and threading.current_thread().name.startswith(entry.call.lane):
                 self._run(follower)
@@ -335,8 +343,7 @@ class Dispatcher:
             followers, entry.followers = entry.followers, []
         self.ledger.remove(entry)
         entry.call.refused(self.context, NotSent("superseded"))
-        for follower in followers:
-            self._not_sent(follower, NotSent("the write it follows was not sent"))
+        self._release(entry, followers, refused=True, why="the write it follows was not sent")
 
     def _count(self, operation: str, result: str) -> None:
         if self._on_api_call is not None:

@@ -52,6 +52,10 @@ class Lane:
         self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
         self._queued = 0
         self._running = 0
+        self.finished = 0
+        """Tasks run to their end, ever: what the lane's write rate is measured from (`backpressure.py`)."""
+        self.on_finished: Callable[[int], None] = lambda load: None
+        """Called after each task with the tasks left queued or running."""
         self._stopping = False
         for i in range(workers):
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True).start()
@@ -88,8 +92,15 @@ class Lane:
             finally:
                 with self._lock:
                     self._running -= 1
-                    if not (self._running or self._queued):
+                    self.finished += 1
+                    load = self._running + self._queued
+                    if not load:
                         self._changed.notify_all()
+                self.on_finished(load)
+
+    def load(self) -> int:
+        """Tasks queued or running."""
+        return self._queued + self._running
 
     def stop(self) -> int:
         """Take no more work and drop every queued task not `owed` (its future is cancelled); returns how many."""

@@ -25,6 +25,8 @@ from kube.errors import ApiError, translated
 from kube.informer import Informer
 from kube.transport import read_json
 from scheduler.api.csi import CSINode
+from scheduler.api.device_class import DeviceClass
+from scheduler.api.meta import DISRUPTION_TARGET
 from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.pdb import PodDisruptionBudget
@@ -34,6 +36,8 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.resource_claim import ResourceClaim
+from scheduler.api.resource_slice import ResourceSlice
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.wire import prune
 from scheduler.api.workload import Workload
@@ -42,7 +46,7 @@ from scheduler.cluster.kube.hold import PreemptionHold
 from scheduler.framework.cluster import ClusterObjects, object_key
 from scheduler.framework.ledger import Entry, Ledger, State
 
-SCHEDULING_CONDITIONS = ("DisruptionTarget",)
+SCHEDULING_CONDITIONS = (DISRUPTION_TARGET,)
 """The Pod conditions whose change a pass must see. PodScheduled counts through `scheduled_time()` (its
 True transition, which comes with the Binding); its False reason and message are ours, written to
 inform users, and the kubelet's conditions (Ready, ...) change nothing for a pass."""
@@ -115,6 +119,8 @@ class KubeView:
         """Per storage object a call in flight writes (a `ClaimBinding`'s volumes and claims): the call, the informer's
         copy and what was shown, so an unchanged overlay is the same object in every `objects()` (a new one each
         pass would be a storage change to the queue's hints, and wake every parked unit)."""
+        self._claims_shown: dict[str, tuple[Call, Any, Any]] = {}
+        """As `_storage_shown`, for the ResourceClaims a `ClaimAllocation` in flight writes."""
         core: Any = client.CoreV1Api(api)
         custom: Any = client.CustomObjectsApi(api)
         scheduling: Any = client.SchedulingV1Api(api)
@@ -156,6 +162,16 @@ class KubeView:
         )
         self.csi_nodes: Informer[CSINode] = informer("csinodes", storage.list_csi_node, CSINode)
         self.namespaces: Informer[Namespace] = informer("namespaces", core.list_namespace, Namespace)
+        # DRA (resource.k8s.io/v1, Kubernetes 1.34+): empty where the server does not serve it.
+        self.device_classes: Informer[DeviceClass] = informer(
+            "deviceclasses", custom_list("resource.k8s.io", "v1", "deviceclasses"), DeviceClass, True
+        )
+        self.resource_slices: Informer[ResourceSlice] = informer(
+            "resourceslices", custom_list("resource.k8s.io", "v1", "resourceslices"), ResourceSlice, True
+        )
+        self.resource_claims: Informer[ResourceClaim] = informer(
+            "resourceclaims", custom_list("resource.k8s.io", "v1", "resourceclaims"), ResourceClaim, True
+        )
         # Our CRDs may be applied after the scheduler starts: until then, empty.
         self.pod_groups: Informer[PodGroup] = informer(
             "podgroups", custom_list(GROUP, VERSION, "podgroups"), PodGroup, True
@@ -182,6 +198,9 @@ class KubeView:
                 self.storage_classes,
                 self.csi_nodes,
                 self.namespaces,
+                self.device_classes,
+                self.resource_slices,
+                self.resource_claims,
                 self.pod_groups,
                 self.native_pod_groups,
                 self.workloads,
@@ -276,7 +295,11 @@ class KubeView:
                 cached = pods if kind == "pods" else groups
                 shown = self._show(slot, cached.get(key), entries)
                 victims.update((key, e.call.unit) for e in self.ledger.entries(slot) if isinstance(e.call, Deletion))
-                writing += [e.call for e in self.ledger.entries(slot) if e.call.volume_names() or e.call.claim_keys()]
+                writing += [
+                    e.call
+                    for e in self.ledger.entries(slot)
+                    if e.call.volume_names() or e.call.claim_keys() or e.call.resource_claim_keys()
+                ]
                 if shown is not None:
                     cached[key] = shown
                     if kind == "pods":
@@ -303,6 +326,9 @@ class KubeView:
             persistent_volumes=volumes,
             storage_classes=self.storage_classes.items(),
             csi_nodes=self.csi_nodes.items(),
+            device_classes=self.device_classes.items(),
+            resource_slices=self.resource_slices.items(),
+            resource_claims=self._resource_claims(writing),
             namespaces=self.namespaces.items(),
             victims_in_flight=victims,
             pod_feed=self.pods,
@@ -337,6 +363,25 @@ class KubeView:
                     shown[kind, key] = (call, cached, made)
         self._storage_shown = shown
         return claims, volumes
+
+    def _resource_claims(self, writing: list[Call]) -> dict[str, ResourceClaim]:
+        """The ResourceClaims informer's copies, with the allocations and reservations the calls in flight write shown
+        (a `ClaimAllocation`'s): the next passes give those devices to no other pod."""
+        claims = self.resource_claims.items()
+        shown: dict[str, tuple[Call, Any, Any]] = {}
+        for call in writing:
+            for key in call.resource_claim_keys():
+                cached = claims.get(key)
+                if cached is None:
+                    continue
+                kept = self._claims_shown.get(key)
+                made = kept[2] if kept is not None and kept[0] is call and kept[1] is cached else None
+                if made is None:
+                    made = call.shows_resource_claim(key, cached)
+                claims[key] = made
+                shown[key] = (call, cached, made)
+        self._claims_shown = shown
+        return claims
 
     def _pods_now(self) -> tuple[dict[str, Pod], int]:
         """The pods informer's cache, as the last copy brought up to date (with the pods it overlaid read again),

@@ -15,6 +15,10 @@ It also plays the PV controller and the provisioners, at once: a volume the sche
 (`pvc-<claim uid>`, of the claim's size, modes and class, a CSI volume of the provisioner when it names a CSI
 driver, usable from that node only: its `kubernetes.io/hostname`, as a local provisioner's) and is bound to it.
 Every class that names a provisioner is taken to have one running.
+
+And the resource claim controller (`claim_controller.py`): a pod's (or PodGroup's) claim from a template is made as
+soon as the pod is; a claim DynamicResources allocates (`allocate_claims`) is written at once; once the pod is gone,
+the claims made for it are deleted and its reservations removed (a claim reserved for no one is deallocated).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import structlog
 
 from kube.marks import ChangeMarks
-from scheduler.api.meta import ApiModel, Condition, ObjectMeta
+from scheduler.api.meta import DISRUPTION_TARGET, ApiModel, Condition, ObjectMeta
 from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
 from scheduler.api.persistent_volume import (
@@ -48,7 +52,9 @@ from scheduler.api.persistent_volume_claim import (
 )
 from scheduler.api.pod import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.framework.cluster import ClusterObjects, WriteRefused, object_key, storage_table
+from scheduler.cluster.memory.claim_controller import made_claims, released
+from scheduler.framework.cluster import ClusterObjects, WriteRefused, device_table, object_key, storage_table
+from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.ledger import Ledger
 from scheduler.framework.storage import PodVolumes
 
@@ -112,10 +118,17 @@ class MemoryCluster:
             if deleted is not None and pod.spec.node_name:
                 gone = deleted + timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
                 heapq.heappush(self._terminations, (max(now, gone), key))
+        for group in list(objects.pod_groups.values()):
+            self._make_claims(group)
+        for pod in list(objects.pods.values()):
+            self._make_claims(pod)
 
     # -- clock -------------------------------------------------------------------------------
     def now(self) -> datetime:
         return self._now
+
+    def writes_backed_up(self) -> bool:
+        return False  # every write takes effect when made
 
     def next_termination(self) -> datetime | None:
         """When the next pod being deleted disappears (frees its node)."""
@@ -145,10 +158,14 @@ class MemoryCluster:
         self._marks.mark(pod.key, len(self._objects.pods))
 
     def _drop(self, key: str) -> bool:
-        """Remove a pod; whether it was there."""
-        gone = self._objects.pods.pop(key, None) is not None
+        """Remove a pod, and release its ResourceClaims as the claim controller does; whether it was there."""
+        pod = self._objects.pods.pop(key, None)
         self._marks.mark(key, len(self._objects.pods))
-        return gone
+        if pod is not None and pod.spec.resource_claims:
+            claims = released(pod, self._objects.resource_claims)
+            if claims is not None:
+                self._objects.resource_claims = claims  # replaced, not changed (see `bind_volumes`)
+        return pod is not None
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, obj: ApiModel) -> None:
@@ -160,14 +177,62 @@ class MemoryCluster:
             self._objects.nodes[obj.metadata.name] = obj
         elif isinstance(obj, Pod):
             self._put(obj)
+            self._make_claims(obj)
         elif isinstance(obj, PodGroup):
             self._objects.pod_groups[obj.key] = obj
-        elif (table := storage_table(self._objects, obj)) is not None:
+            self._make_claims(obj)
+        elif (table := storage_table(self._objects, obj)) is not None or (
+            table := device_table(self._objects, obj)
+        ) is not None:
             table[object_key(obj)] = obj
         elif isinstance(obj, Namespace):
             self._objects.namespaces[obj.metadata.name] = obj
         else:
             raise TypeError(f"cannot create a {type(obj).__name__}")
+
+    def _make_claims(self, owner: Pod | PodGroup) -> None:
+        """The resource claim controller's work for a new pod or PodGroup (the module docstring)."""
+        claims, statuses = made_claims(owner, self._objects.resource_claim_templates)
+        if not claims:
+            return
+        table = dict(self._objects.resource_claims)
+        for claim in claims:
+            self._version += 1
+            claim.metadata.resource_version = str(self._version)
+            table[claim.key] = claim
+        self._objects.resource_claims = table
+        status = owner.status.model_copy(update={"resource_claim_statuses": statuses})
+        if isinstance(owner, Pod):
+            self._put(owner.model_copy(update={"metadata": self._bump(owner.metadata), "status": status}))
+        else:
+            self._objects.pod_groups[owner.key] = owner.model_copy(
+                update={"metadata": self._bump(owner.metadata), "status": status}
+            )
+
+    def allocate_claims(
+        self, pod: Pod, node_name: str, writes: tuple[ClaimWrite, ...], unit: str | None = None
+    ) -> None:
+        """As the Kubernetes back end: each claim allocated (when it is not) and reserved for its consumer, all or
+        none; a claim gone or allocated to other devices is refused as the API server would refuse the write (404,
+        409 on the resourceVersion the pass saw). The table is replaced, not changed (see `bind_volumes`)."""
+        if self._current(pod) is None:
+            raise WriteRefused(f'allocate_claims {pod.key}: 404 NotFound: pods "{pod.metadata.name}" not found')
+        claims = dict(self._objects.resource_claims)
+        for write in writes:
+            key, name = write.claim.key, write.claim.metadata.name
+            stored = claims.get(key)
+            if stored is None:
+                raise WriteRefused(
+                    f'allocate_claims {pod.key}: 404 NotFound: resourceclaims.resource.k8s.io "{name}" not found'
+                )
+            made = write.applied(stored)
+            if made is None:
+                raise WriteRefused(
+                    f'allocate_claims {pod.key}: 409 Conflict: resourceclaim "{name}" is allocated to other devices'
+                )
+            if made is not stored:
+                claims[key] = made.model_copy(update={"metadata": self._bump(made.metadata)})
+        self._objects.resource_claims = claims
 
     def _bump(self, meta: ObjectMeta, **changes: Any) -> ObjectMeta:
         self._version += 1
@@ -385,7 +450,7 @@ class MemoryCluster:
             grace = current.spec.termination_grace_period_seconds
         if grace is None:
             grace = DEFAULT_GRACE_SECONDS
-        target = current.condition("DisruptionTarget")
+        target = current.condition(DISRUPTION_TARGET)
         if target is not None and target.status == "True":
             self._record_preemption(current, target)
         if not current.spec.node_name or grace <= 0:

@@ -45,10 +45,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
-from tests.e2e.control_plane import Api, Json, Response, collection_path, wait_for
+from tests.e2e.control_plane import Api, Json, Response, collection_path
 from tests.e2e.differential.ranking import Outcome
 from tests.e2e.differential.scenario import MAX_SKEW, Group, Preemptor, Running, Scenario, Toleration
 from tests.e2e.objects import NATIVE, PHALANX, SCHEDULER_NAME, Pool, priority_class
+from tests.polling import wait_for
 
 KUBE_SCHEDULER = "kube-scheduler"
 PHALANX_SCHEDULER = "phalanx"

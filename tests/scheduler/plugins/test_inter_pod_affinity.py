@@ -252,6 +252,35 @@ def test_gang_members_placed_together_see_each_other() -> None:
     assert "gang default/g needs 3 members, 2 can be placed" in message
 
 
+def test_a_pod_without_terms_sees_the_terms_of_a_pod_placed_before_it_in_the_pass() -> None:
+    """The filter and the score pass over a pod with no term of its own only while no running pod holds one
+    against it: `db`, placed first in the pass, keeps `web` off the emptier node, and draws `cache` to the fuller."""
+    high = make_priority_class("high", 1000).obj()
+    kept_out = run(
+        high,
+        make_node("n1").obj(),
+        make_node("n2").obj(),
+        make_pod("busy").req(cpu="3").on("n2").obj(),
+        make_pod("db").priority_class("high").req(cpu="1").pod_affinity(HOST, anti=True, app="web").obj(),
+        make_pod("web").label("app", "web").req(cpu="1").obj(),
+    )
+    assert kept_out.bound == {"default/db": "n1", "default/web": "n2"}
+    drawn = run(
+        high,
+        make_node("n1").label("disk", "ssd").obj(),
+        make_node("n2").obj(),
+        make_pod("busy").req(cpu="2").on("n1").obj(),
+        make_pod("db")
+        .priority_class("high")
+        .req(cpu="1")
+        .node_selector(disk="ssd")
+        .pod_affinity(HOST, weight=100, app="cache")
+        .obj(),
+        make_pod("cache").label("app", "cache").req(cpu="1").obj(),
+    )
+    assert drawn.bound == {"default/db": "n1", "default/cache": "n1"}
+
+
 def test_preemption_removes_the_pod_the_anti_affinity_excludes() -> None:
     """kube-scheduler 1.36.2 on the real server: a priority-1000 pod whose anti-affinity excludes a priority-10
     pod on the only node preempts it, and only it."""

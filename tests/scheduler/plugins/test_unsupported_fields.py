@@ -13,11 +13,6 @@ from tests.scheduler.scenario import run
     ("objects", "want_field"),
     [
         pytest.param(
-            [make_pod("p").req(cpu="1").resource_claim("gpu", "one-gpu")],
-            "spec.resourceClaims",
-            id="a DRA claim",
-        ),
-        pytest.param(
             [
                 make_podgroup("g")
                 .native()
@@ -27,14 +22,6 @@ from tests.scheduler.scenario import run
             ],
             "spec.schedulingConstraints.topology of PodGroup default/g",
             id="a PodGroup's topology constraint",
-        ),
-        pytest.param(
-            [
-                make_podgroup("g").native().gang(1).spec_field("resourceClaims", [{"name": "x"}]),
-                make_pod("p").req(cpu="1").scheduling_group("g"),
-            ],
-            "spec.resourceClaims of PodGroup default/g",
-            id="a PodGroup's claims",
         ),
     ],
 )

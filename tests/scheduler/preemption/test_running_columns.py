@@ -16,12 +16,15 @@ from scheduler.framework.pod_info import SchedulingUnit
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
 from scheduler.plugins import static_filters
+from scheduler.plugins.inter_pod_affinity import InterPodAffinity
+from scheduler.plugins.node_ports import NodePorts
 from scheduler.plugins.workload_preemption import WorkloadPreemption
 from scheduler.preemption.candidates import RunningPods
-from tests.builders import make_config, make_node, make_pod, make_podgroup, make_priority_class
+from tests.builders import PodWrapper, make_config, make_node, make_pod, make_podgroup, make_priority_class
 
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
 NODES = 6
+HOST = "kubernetes.io/hostname"
 GROUPS = ("g0", "g1")
 
 Change = tuple[str, int, int, int, int]
@@ -40,7 +43,8 @@ changes = st.lists(
 )
 
 
-def cluster() -> ClusterObjects:
+def cluster(constrained: bool = False) -> ClusterObjects:
+    """With `constrained`, the gang's members ask for host port 80 and repel `app=svc` pods on hostname (`role`)."""
     objects = ClusterObjects()
     for level in range(3):
         pc = make_priority_class(f"c{level}", 10 * level).obj()
@@ -55,17 +59,31 @@ def cluster() -> ClusterObjects:
     train = make_podgroup("train").gang(2).priority_class("high").obj()
     objects.pod_groups[train.key] = train
     for i in range(2):
-        member = make_pod(f"train-{i}").req(cpu="3").group("train").obj()
-        objects.pods[member.key] = member
+        member = make_pod(f"train-{i}").req(cpu="3").group("train")
+        if constrained:
+            member = member.label("app", "train").host_port(80).pod_affinity(HOST, anti=True, app="svc")
+        objects.pods[f"default/train-{i}"] = member.obj()
     return objects
 
 
-def apply(objects: ClusterObjects, change: Change, step: int) -> None:
+def role(pod: PodWrapper, number: int) -> PodWrapper:
+    """Running pods in the way of the constrained gang: some hold its port, some are what it repels, some repel it."""
+    if number % 3 == 0:
+        pod = pod.host_port(80)
+    if number % 4 == 1:
+        pod = pod.label("app", "svc")
+    if number % 5 == 2:
+        pod = pod.pod_affinity(HOST, anti=True, app="train")
+    return pod
+
+
+def apply(objects: ClusterObjects, change: Change, step: int, constrained: bool = False) -> None:
     kind, number, node, level, group = change
     key = f"default/p{number}"
     if kind == "add" and key not in objects.pods:
         pod = make_pod(f"p{number}").req(cpu="1").on(f"n{node}", NOW - timedelta(minutes=number))
         pod = pod.group(GROUPS[group]) if group >= 0 else pod.priority_class(f"c{level}")
+        pod = role(pod, number) if constrained else pod
         objects.pods[key] = pod.obj()
     elif kind == "delete":
         objects.pods.pop(key, None)
@@ -108,6 +126,26 @@ def test_kept_plugin_decides_as_a_fresh_one(passes: list[list[Change]]) -> None:
             apply(objects, change, step)
         snap = build_snapshot(dict_copy(objects), NOW, config, cache)
         fresh = WorkloadPreemption(static_filters())
+        assert decide(kept, snap) == decide(fresh, snap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(changes, min_size=1, max_size=4))
+def test_kept_plugin_decides_as_a_fresh_one_with_constraints(passes: list[list[Change]]) -> None:
+    """The same with host ports and anti-affinity in the way: the pods that hold them are found among the kept
+    columns by where they run (`RunningPods.rows_of`), which the nodes changed before theirs must not shift."""
+    objects = cluster(constrained=True)
+    config = make_config()
+    cache = PodInfoCache()
+    constraints = (NodePorts(), InterPodAffinity())
+    kept = WorkloadPreemption(static_filters(), constraints=constraints)
+    for number in range(12):
+        apply(objects, ("add", number, number % NODES, number % 3, -1 if number % 4 else number % 2), 0, True)
+    for step, batch in enumerate([[], *passes]):
+        for change in batch:
+            apply(objects, change, step, True)
+        snap = build_snapshot(dict_copy(objects), NOW, config, cache)
+        fresh = WorkloadPreemption(static_filters(), constraints=constraints)
         assert decide(kept, snap) == decide(fresh, snap)
 
 

@@ -1,0 +1,310 @@
+"""The explain API (`explain.phalanx.dev/v1alpha1`) over HTTPS, as kube-apiserver's front proxy calls it.
+
+The server is the scheduler's (`scheduler.serve.server.serve`), answering from an in-memory cluster; the API
+server it reads the front proxy's trust from and asks SubjectAccessReviews of is the loopback one, which grants
+exactly what a test allows. Requests carry the front proxy's client certificate (or another one, or none) and the
+user in `X-Remote-*` headers, as kube-apiserver sends them. The same server behind the real kube-apiserver is
+`tests/e2e/test_explain_api.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+
+from kube.client import api_client
+from scheduler.api.config import SchedulerConfiguration
+from scheduler.api.namespace import Namespace
+from scheduler.framework.cluster import ClusterObjects
+from scheduler.serve.answers import Answers, Replica, Seen
+from scheduler.serve.limits import Limiter
+from scheduler.serve.server import ExplainServer, serve
+from tests.apiserver.server import ApiServer
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
+from tests.serve.pki import PROXY, Authority, ClientCertificate, Serving, authority, front_proxy_config_map, serving
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+GROUP = "explain.phalanx.dev"
+PREFIX = f"/apis/{GROUP}/v1alpha1"
+
+
+def cluster() -> ClusterObjects:
+    """ml/train, a gang of 2 that fits nowhere (a busy node of its priority), and ml/solo, a lone pod that fits."""
+    objects = ClusterObjects()
+    for namespace in ("ml", "other"):
+        objects.namespaces[namespace] = Namespace.model_validate({"metadata": {"name": namespace}})
+    objects.priority_classes["high"] = make_priority_class("high", 100).obj()
+    objects.nodes["n0"] = make_node("n0").cap(cpu="4").obj()
+    for pod in (
+        make_pod("busy").ns("ml").req(cpu="3").priority_class("high").priority(100).on("n0").obj(),
+        *(make_pod(f"w{i}").ns("ml").req(cpu="2").group("train").priority(100).obj() for i in range(2)),
+        make_pod("solo").ns("ml").req(cpu="1").obj(),
+        make_pod("elsewhere").ns("ml").req(cpu="1").scheduler("default-scheduler").obj(),
+    ):
+        objects.pods[pod.key] = pod
+    objects.pod_groups["ml/train"] = make_podgroup("train").ns("ml").gang(2).priority(100).obj()
+    return objects
+
+
+@dataclass
+class Served:
+    server: ExplainServer
+    api: ApiServer
+    serving: Serving
+    proxy: Authority
+    certs: Path
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.server.server_address[1]}"
+
+    def client(self, name: str = PROXY, ca: Authority | None = None) -> ClientCertificate:
+        return (ca or self.proxy).client(name, self.certs / (name if ca is None else f"other-{name}"))
+
+    def get(
+        self,
+        path: str,
+        user: str | None = "alice",
+        certificate: ClientCertificate | str | None = PROXY,
+        groups: tuple[str, ...] = ("system:authenticated",),
+    ) -> tuple[int, Any, dict[str, str]]:
+        """GET `path` as the front proxy (a client certificate of that name, or the given one, or None) for `user`."""
+        if isinstance(certificate, str):
+            certificate = self.client(certificate)
+        pair = certificate.pair if certificate is not None else (None, None)
+        pool = urllib3.PoolManager(
+            ca_certs=str(self.serving.ca_file), cert_file=pair[0], key_file=pair[1], retries=False
+        )
+        headers = urllib3.HTTPHeaderDict()
+        if user is not None:
+            headers.add("X-Remote-User", user)
+        for group in groups:
+            headers.add("X-Remote-Group", group)
+        reply = pool.request("GET", self.url + path, headers=headers, timeout=30)
+        return reply.status, json.loads(reply.data), dict(reply.headers)
+
+
+@pytest.fixture
+def served(apiserver: ApiServer, tmp_path: Path) -> Iterator[Served]:
+    proxy = authority("front-proxy-ca")
+    apiserver.create(front_proxy_config_map(proxy))
+    files = serving(tmp_path / "serving", "127.0.0.1")
+    objects = cluster()
+    answers = Answers(
+        lambda: Seen(objects, "42"), SchedulerConfiguration(), lambda: Replica("replica-0", True), now=lambda: NOW
+    )
+    server = serve(
+        "127.0.0.1",
+        0,
+        files.cert_file,
+        files.key_file,
+        api_client(apiserver.kubeconfig(tmp_path / "kubeconfig"), "scheduler"),
+        answers,
+        Limiter(concurrency=1, rate=1000, burst=1000),
+        synced=lambda: True,
+        front_proxy_resync_seconds=0.2,
+    )
+    try:
+        yield Served(server, apiserver, files, proxy, tmp_path / "clients")
+    finally:
+        server.stop()
+
+
+def test_a_user_allowed_to_get_the_explanation_gets_the_documents_of_explain_json(served: Served) -> None:
+    served.api.allow("alice", "get", GROUP, "podgroups/explanation", "ml")
+    code, body, _ = served.get(f"{PREFIX}/namespaces/ml/podgroups/train/explanation")
+    assert code == 200, body
+    assert (body["apiVersion"], body["kind"]) == (f"{GROUP}/v1alpha1", "Explanation")
+    assert body["unit"]["key"] == "ml/train" and body["unit"]["reason"] == "Pending"
+    assert body["placement"] == {
+        "nodes": 1,
+        "fit": 0,
+        "needed": 2,
+        "message": "0/1 nodes are available: 1 Insufficient cpu.",
+    }
+    assert body["time"] == "2026-01-01T12:00:00Z"
+    assert body["servedBy"] == {"replica": "replica-0", "leader": True, "resourceVersion": "42"}
+    (review,) = [
+        r.body for r in served.api.requests_matching("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    ]
+    assert review["spec"]["user"] == "alice" and review["spec"]["groups"] == ["system:authenticated"]
+    assert review["spec"]["resourceAttributes"] == {
+        "verb": "get",
+        "group": GROUP,
+        "resource": "podgroups",
+        "subresource": "explanation",
+        "namespace": "ml",
+        "name": "train",
+    }
+
+
+def test_the_pending_work_of_a_namespace_and_of_the_cluster(served: Served) -> None:
+    served.api.allow("alice", "list", GROUP, "pendingwork", "ml")
+    code, body, _ = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
+    assert code == 200, body
+    assert body["kind"] == "PendingWork"
+    assert [u["unit"] for u in body["units"]] == ["ml/solo", "ml/train"]
+    code, body, _ = served.get(
+        f"{PREFIX}/namespaces/ml/pendingwork?labelSelector=scheduling.phalanx.dev/pod-group%3Dtrain"
+    )
+    assert [u["unit"] for u in body["units"]] == ["ml/train"]
+    code, body, _ = served.get(f"{PREFIX}/pendingwork")
+    assert code == 403, "a namespace's grant is not the cluster's"
+    assert body["message"] == (
+        'pendingwork.explain.phalanx.dev is forbidden: User "alice" cannot list resource "pendingwork" in API group '
+        '"explain.phalanx.dev" at the cluster scope: no grant in the loopback server'
+    )
+    served.api.allow("bob", "list", GROUP, "pendingwork")  # alice's refusal is kept 10 s, as upstream keeps it
+    code, body, _ = served.get(f"{PREFIX}/pendingwork", user="bob")
+    assert code == 200 and body["totals"]["units"] == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "want_code", "want_message"),
+    [
+        pytest.param("/namespaces/ml/pods/nope/explanation", 404, 'pods "nope" not found', id="no such pod"),
+        pytest.param("/namespaces/gone/pods/x/explanation", 404, 'namespaces "gone" not found', id="no such namespace"),
+        pytest.param(
+            "/namespaces/ml/pods/elsewhere/explanation",
+            400,
+            "pod ml/elsewhere is not scheduled by phalanx-scheduler (its spec.schedulerName is default-scheduler)",
+            id="another scheduler's pod",
+        ),
+        pytest.param(
+            "/namespaces/ml/podgroups/train/explanation?apiVersion=scheduling.k8s.io/v1alpha2",
+            404,
+            'podgroups.scheduling.k8s.io "train" not found',
+            id="a native PodGroup of that name",
+        ),
+        pytest.param(
+            "/namespaces/ml/podgroups/train/explanation?apiVersion=v9",
+            400,
+            "apiVersion: Unsupported value: 'v9': supported values: scheduling.phalanx.dev/v1alpha1, "
+            "scheduling.k8s.io/v1alpha2",
+            id="an apiVersion that is no PodGroup's",
+        ),
+        pytest.param(
+            "/namespaces/ml/nodes/n0/explanation",
+            404,
+            "the server could not find the requested resource",
+            id="no such resource",
+        ),
+    ],
+)
+def test_what_cannot_be_explained_is_a_status(served: Served, path: str, want_code: int, want_message: str) -> None:
+    for resource in ("pods/explanation", "podgroups/explanation"):
+        for namespace in ("ml", "gone"):
+            served.api.allow("alice", "get", GROUP, resource, namespace)
+    code, body, _ = served.get(PREFIX + path)
+    assert (code, body["kind"], body["message"]) == (want_code, "Status", want_message)
+
+
+def test_a_user_without_the_grant_is_forbidden_in_the_api_servers_words(served: Served) -> None:
+    served.api.allow("alice", "get", GROUP, "pods/explanation", "other")
+    code, body, _ = served.get(f"{PREFIX}/namespaces/ml/pods/solo/explanation")
+    assert (code, body["reason"]) == (403, "Forbidden")
+    assert body["message"].startswith(
+        'pods.explain.phalanx.dev "solo" is forbidden: User "alice" cannot get resource "pods/explanation" in API '
+        'group "explain.phalanx.dev" in the namespace "ml"'
+    )
+
+
+@pytest.mark.parametrize(
+    ("certificate", "user", "why"),
+    [
+        pytest.param(None, "alice", "no client certificate: not the front proxy", id="no certificate"),
+        pytest.param("someone-else", "alice", "a name the ConfigMap does not allow", id="name not allowed"),
+        pytest.param(PROXY, None, "the front proxy names no user", id="no user header"),
+    ],
+)
+def test_only_the_front_proxy_naming_a_user_is_heard(
+    served: Served, certificate: str | None, user: str | None, why: str
+) -> None:
+    served.api.allow("alice", "get", GROUP, "pods/explanation", "*")
+    code, body, _ = served.get(f"{PREFIX}/namespaces/ml/pods/solo/explanation", user, certificate)
+    assert (code, body["reason"]) == (401, "Unauthorized"), why
+    assert served.api.requests_matching("POST", "/apis/authorization.k8s.io") == [], "refused before any review"
+
+
+def test_a_client_certificate_of_another_ca_fails_the_handshake(served: Served) -> None:
+    stranger = served.client(PROXY, ca=authority("front-proxy-ca"))
+    with pytest.raises(urllib3.exceptions.SSLError):
+        served.get(f"{PREFIX}/namespaces/ml/pods/solo/explanation", certificate=stranger)
+
+
+def test_discovery_is_for_every_authenticated_user(served: Served) -> None:
+    code, body, _ = served.get(PREFIX, user="system:kube-aggregator", groups=("system:masters",))
+    assert code == 200
+    assert {r["name"]: r["verbs"] for r in body["resources"]} == {
+        "pods/explanation": ["get"],
+        "podgroups/explanation": ["get"],
+        "pendingwork": ["list"],
+    }
+    assert served.get("/apis")[1]["groups"][0]["name"] == GROUP
+    assert served.api.requests_matching("POST", "/apis/authorization.k8s.io") == []
+
+
+def test_a_rotated_front_proxy_ca_is_trusted_without_a_restart(served: Served) -> None:
+    served.api.allow("alice", "list", GROUP, "pendingwork", "ml")
+    rotated = authority("front-proxy-ca-2")
+    served.api.apply(front_proxy_config_map(rotated))
+    certificate = served.client(PROXY, ca=rotated)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            code, _, _ = served.get(f"{PREFIX}/namespaces/ml/pendingwork", certificate=certificate)
+            break
+        except urllib3.exceptions.SSLError:
+            assert time.monotonic() < deadline, "the new CA was never trusted"
+            time.sleep(0.1)
+    assert code == 200
+    with pytest.raises(urllib3.exceptions.SSLError):
+        served.get(f"{PREFIX}/namespaces/ml/pendingwork")  # the old CA's certificate
+
+
+def test_over_the_rate_a_request_gets_429_with_retry_after(apiserver: ApiServer, tmp_path: Path) -> None:
+    proxy = authority("front-proxy-ca")
+    apiserver.create(front_proxy_config_map(proxy))
+    apiserver.allow("alice", "list", GROUP, "pendingwork", "ml")
+    files = serving(tmp_path / "serving", "127.0.0.1")
+    objects = cluster()
+    answers = Answers(
+        lambda: Seen(objects, "1"), SchedulerConfiguration(), lambda: Replica("r", False), now=lambda: NOW
+    )
+    api = api_client(apiserver.kubeconfig(tmp_path / "kubeconfig"), "scheduler")
+    server = serve(
+        "127.0.0.1", 0, files.cert_file, files.key_file, api, answers, Limiter(1, rate=0.1, burst=1), lambda: True
+    )
+    try:
+        served = Served(server, apiserver, files, proxy, tmp_path / "clients")
+        first = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
+        second = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
+    finally:
+        server.stop()
+    assert first[0] == 200 and first[1]["servedBy"]["leader"] is False
+    assert (second[0], second[1]["reason"], second[2]["Retry-After"]) == (429, "TooManyRequests", "10")
+
+
+def test_the_serving_certificate_is_read_again_when_its_files_change(served: Served, tmp_path: Path) -> None:
+    served.api.allow("alice", "list", GROUP, "pendingwork", "ml")
+    renewed = serving(tmp_path / "renewed", "127.0.0.1")
+    for name in ("tls.crt", "tls.key"):
+        (served.serving.cert_file.parent / name).write_bytes((renewed.cert_file.parent / name).read_bytes())
+    time.sleep(1.1)  # the files are looked at once a second
+    context = ssl.create_default_context(cafile=str(renewed.ca_file))
+    with pytest.raises(urllib3.exceptions.SSLError):
+        served.get(f"{PREFIX}/namespaces/ml/pendingwork")  # verified against the old CA: refused
+    pool = urllib3.PoolManager(ssl_context=context, retries=False)
+    client = served.client()
+    context.load_cert_chain(*client.pair)
+    reply = pool.request("GET", served.url + f"{PREFIX}/namespaces/ml/pendingwork", headers={"X-Remote-User": "alice"})
+    assert reply.status == 200
