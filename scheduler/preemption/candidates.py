@@ -303,6 +303,8 @@ class Candidates:
     refers to nothing that refers back to it: a decision's columns are freed with it, not left in a cycle for the
     collector to walk."""
     _victims: dict[int, VictimUnit] = field(default_factory=dict)
+    _units: dict[str, int] = field(default_factory=dict)
+    """Unit index of each lone pod's key looked up (`unit_of`)."""
     _order: IntArray | None = None
     _bounds: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
@@ -333,15 +335,19 @@ class Candidates:
         return _UnitIndex(self)
 
     def unit_of(self, key: str) -> int:
-        """The unit index of a unit key: a group's, or a lone pod's through its row (no dict of every key)."""
+        """The unit index of a unit key: a group's, or a lone pod's through its row (no dict of every key), kept
+        for the next time: a decision looks its victims up again after each search."""
         found = self.whole.get(key)
+        if found is None:
+            found = self._units.get(key)
         if found is not None:
             return found
         row = self.running.row_of(key)
         at = int(np.searchsorted(self.pod_rows, row)) if row is not None else len(self.pod_rows)
         if at == len(self.pod_rows) or self.pod_rows[at] != row:
             raise KeyError(key)
-        return int(self.search_input.pod_unit[at])
+        found = self._units[key] = int(self.search_input.pod_unit[at])
+        return found
 
     def decide(self) -> Decision:
         """Search, applying victim filters lazily: first only to the victims a search picks.
@@ -492,7 +498,7 @@ def build_candidates(
         first = pod_rows
         started = running.started[pod_rows]
         whole = np.zeros(len(pod_rows), dtype=bool)
-    pod_keys = running.keys[pod_rows].tolist()
+    pod_keys = (running.keys if len(pod_rows) == len(running.keys) else running.keys[pod_rows]).tolist()
     keys = running.keys[first].tolist() if any_whole else pod_keys  # a unit a pod: the same keys
     whole_units: dict[str, int] = {}
     for at in np.flatnonzero(whole).tolist():
