@@ -11,7 +11,9 @@ from tests.builders import make_node, make_pod
 from tests.kube.replica import CliReplica, Replica, fast_config, lease_holder, node_of
 from tests.polling import wait_for
 
-LEASE_DURATION = fast_config().leader_election.lease_duration_seconds
+LEASE_DURATION = round(fast_config().leader_election.lease_duration_seconds)
+"""As the Lease holds it: `leaseDurationSeconds` is whole seconds, so the 1.5 s of the configuration is written (and
+waited out by a standby) as 2."""
 
 
 def test_standby_takes_over_within_lease_duration_after_leader_is_killed(
