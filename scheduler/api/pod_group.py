@@ -44,6 +44,17 @@ class PodGroupTemplateRef(ApiModel):
     workload: WorkloadTemplateRef | None = None
 
 
+class TopologyConstraint(ApiModel):
+    key: str
+    """A node label: the group's members all go to nodes with one value of it (KEP-5732)."""
+
+
+class SchedulingConstraints(ApiModel):
+    topology: list[TopologyConstraint] = Field(default_factory=list)
+    """The native kind allows one entry. Ours allows two, narrowest first (Phalanx's extension): the group must
+    fit in one domain of the last, and is placed in one domain of the first when one can take it."""
+
+
 class PodGroupSpec(ApiModel):
     pod_group_template_ref: PodGroupTemplateRef | None = None
     scheduling_policy: SchedulingPolicy | None = None
@@ -53,6 +64,7 @@ class PodGroupSpec(ApiModel):
     queue_name: str | None = None
     resource_claims: list[PodResourceClaim] = Field(default_factory=list)
     """Claims its members share (1.36, DRAWorkloadResourceClaims): reserved for the group, allocated once."""
+    scheduling_constraints: SchedulingConstraints | None = None
 
 
 class PodGroupStatus(ApiModel):
@@ -81,6 +93,12 @@ class PodGroup(ApiModel):
     def is_gang(self) -> bool:
         policy = self.spec.scheduling_policy
         return bool(policy and policy.gang)
+
+    @property
+    def topology_keys(self) -> tuple[str, ...]:
+        """The labels whose domains hold the group, narrowest first; empty when it is free to spread."""
+        constraints = self.spec.scheduling_constraints
+        return tuple(c.key for c in constraints.topology) if constraints else ()
 
     @property
     def disruption_mode(self) -> DisruptionMode:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from scheduler.api.meta import ApiModel, ObjectMeta
-from scheduler.api.pod_group import API_VERSION, DisruptionMode, SchedulingPolicy
+from scheduler.api.pod_group import API_VERSION, DisruptionMode, SchedulingConstraints, SchedulingPolicy
 
 MAX_TEMPLATES = 8
 
@@ -22,6 +22,7 @@ class PodGroupTemplate(ApiModel):
     disruption_mode: DisruptionMode | None = None
     priority_class_name: str | None = None
     priority: int | None = None
+    scheduling_constraints: SchedulingConstraints | None = None
 
 
 class WorkloadSpec(ApiModel):

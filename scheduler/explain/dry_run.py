@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework.cluster import ClusterObjects
-from scheduler.framework.runner import Attempt, PassReport
+from scheduler.framework.reporter import Attempt, PassReport
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import simulate

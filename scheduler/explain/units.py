@@ -27,7 +27,8 @@ from scheduler.api.pod_group import NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClassNotFound
 from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.reasons import PendingReason
-from scheduler.framework.runner import DEFAULT_SCHEDULER, GROUP_SCHEDULED
+from scheduler.framework.reporter import GROUP_SCHEDULED
+from scheduler.framework.runner import DEFAULT_SCHEDULER
 from scheduler.framework.snapshot_builder import effective_priority
 from scheduler.framework.unit_key import group_of, group_unit, object_name
 from scheduler.preemption.actuator import REASON, message_preemptor
@@ -126,7 +127,7 @@ class Unit:
 
     @property
     def exist(self) -> int:
-        """Members that exist, as GangReadiness counts them (a terminating pod still exists)."""
+        """Members that exist, as GangScheduling counts them (a terminating pod still exists)."""
         return len(self.members)
 
     @property

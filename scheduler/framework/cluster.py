@@ -134,6 +134,23 @@ def object_key(obj: ApiModel) -> str:
     return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
+class Outcomes(Protocol):
+    """What a back end's writes came to for a pod, told by the back end once it knows (at once in memory, when the
+    server answered on a cluster); the writes themselves tell no one. The one implementation
+    (`scheduler/cluster/outcomes.py`) turns them into the Events kube-scheduler records, so both back ends record
+    the same."""
+
+    def bound(self, pod: Pod, node_name: str) -> None:
+        """The pod's Binding went through (not: it was found bound already, by someone else)."""
+
+    def refused(self, pod: Pod, message: str) -> None:
+        """A write the pod's binding needed was refused, and the unit is not told by the runner (`Refusal.told`):
+        `message` says which write and the server's answer."""
+
+    def condition_written(self, pod: Pod, condition: Condition) -> None:
+        """The pod's PodScheduled condition was changed to `condition`."""
+
+
 class Cluster(Protocol):
     @property
     def ledger(self) -> Ledger[Any]:

@@ -6,22 +6,28 @@ one (pod, node) pair per call: a 5,000-node cluster is then one numpy expression
 but return a Status with a reason (and `until` when a protection expires) instead of a bool.
 Configuration checks let a plugin whose hooks must stay pure name what it ignores; the runner
 reports each finding once (a Warning Event and a log line).
+
+A unit (a lone pod, or a PodGroup's pending members) is placed, permitted and bound as a whole: the placement,
+Permit and PostBind points take the unit's `Placement`, as kube-scheduler's workload scheduling cycle
+(KEP-4671) treats a pod group as one, rather than one pod at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from scheduler.api.meta import ApiModel
+from scheduler.api.pod_group import PodGroup
 from scheduler.framework.cluster import Cluster
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.pod_group_placement import Domain, Proposal, Refusal
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SUCCESS, Code, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +200,90 @@ class PostFilterResult:
     nominations: dict[str, str]
     victims: tuple[VictimUnit, ...] = ()
     explanation: Explanation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A unit's trial placement on the snapshot: its members assumed on their nodes with their reservations made,
+    nothing written yet. `unit` is the unit as placed (sparing other groups' claims or not: its preemption follows
+    the same rule)."""
+
+    unit: SchedulingUnit
+    placed: tuple[tuple[PodInfo, int], ...]
+    """Each member placed, with its node's row."""
+    failures: Mapping[str, tuple[Status, NodeVerdict | None]]
+    """Each member that fit nowhere (or failed its Reserve), why, and the filters' verdict when they rejected it."""
+    bound_before: int
+    """Members of its PodGroup bound before this cycle."""
+    note: str = ""
+    """What the placement step says of the unit as a whole, which each member that failed says already: for a
+    topology group that no domain could take, what each domain could."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermitResult:
+    """A Permit plugin's answer: SUCCESS lets the unit bind what was placed; a rejection undoes the placement and
+    fails every member with the status, each member's own failure after it. `needs` is how many members, those bound
+    before included, the plugin needs placed (None: it needs no number, and the unit needs all its members)."""
+
+    status: Status = SUCCESS
+    needs: int | None = None
+
+
+class PlacementPlugin(Plugin, Protocol):
+    """Ways to place a unit to try before the unit as it stands, best first (upstream's PlacementGenerate): each the
+    unit as it would then be placed (sparing the room other groups' preemptions claimed, `spares_claims`). The
+    placement step takes the first that binds or whose preemption would nominate, else the unit as it stands
+    (`framework/placer.py`)."""
+
+    def placements(self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot) -> Sequence[SchedulingUnit]: ...
+
+
+class PlacementGeneratePlugin(Plugin, Protocol):
+    """The domains a pod group must go whole into, one of them (upstream's PlacementGenerate, KEP-5732): None when
+    the plugin has no say over the group, a `Refusal` when no domain can exist (`framework/pod_group_placement.py`)."""
+
+    def generate_placements(self, group: PodGroup, snapshot: Snapshot) -> list[Domain] | Refusal | None: ...
+
+
+class PlacementScorePlugin(Plugin, Protocol):
+    """Scores a feasible domain's placement of a pod group, 0-100 once normalised (upstream's PlacementScore); the
+    highest weighted total wins."""
+
+    weight: int
+
+    def score_placement(self, group: PodGroup, proposal: Proposal, snapshot: Snapshot) -> int: ...
+
+
+@runtime_checkable
+class NormalizePlacementScore(Protocol):
+    """A PlacementScore plugin's scores of all feasible domains, normalised together (upstream's
+    NormalizePlacementScore)."""
+
+    def normalize_placement_scores(self, scores: list[int]) -> list[int]: ...
+
+
+class PermitPlugin(Plugin, Protocol):
+    """Whether a unit may bind what its placement placed, asked once for the unit as a whole (upstream's Permit, which
+    holds a gang's pods until enough are assumed; here every pending member is placed in the same cycle, so the
+    answer never waits). A rejection is undone as a failed Reserve is (Unreserve, then forget)."""
+
+    def permit(self, state: CycleState, placement: Placement, snapshot: Snapshot) -> PermitResult: ...
+
+
+class PostBindPlugin(Plugin, Protocol):
+    """Told once a unit's permitted members were bound (their Bindings sent), with the placement they came from
+    (upstream's PostBind): what starts when a unit starts running is written here."""
+
+    def post_bind(self, state: CycleState, placement: Placement, snapshot: Snapshot, cluster: Cluster) -> None: ...
+
+
+class UngatePlugin(Plugin, Protocol):
+    """Whether the scheduler's own scheduling gate may come off a pending pod that carries it: the runner removes it
+    once every such plugin agrees, before the pod is admitted (a gated pod is invisible to every scheduler, so a
+    gang's members stay out of the way until they may be placed together). A foreign gate is never removed."""
+
+    def ungate(self, pod: PodInfo, snapshot: Snapshot) -> bool: ...
 
 
 class PostFilterPlugin(Plugin, Protocol):

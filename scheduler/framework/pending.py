@@ -26,7 +26,7 @@ from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import Code, Status
 from scheduler.framework.unit_key import group_unit, unit_key
 
-PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangReadiness": "WaitingForGang"}
+PENDING_REASONS = {"SchedulingGates": "SchedulingGated", "GangScheduling": "WaitingForGang"}
 """PreEnqueue plugin -> the `PodScheduled=False` reason users see (kube-scheduler's wording)."""
 HELD = {"SchedulingGated": "gated", "WaitingForGang": "waiting"}
 """A held pod's PodScheduled reason -> its state in `PassReport.pods`."""
@@ -164,7 +164,7 @@ class PendingPods:
         self.first_held: dict[str, Pending] = {}
         """Each unit's first pod held gated or waiting for its gang (`HELD`), as reported: what the unit is told."""
         self.told = Told()
-        """The held units the last pass told nothing new (`Scheduler._tell_held`)."""
+        """The held units the last pass told nothing new (`Reporter.held`)."""
 
     def update(self, snapshot: Snapshot) -> None:
         """Bring the unbound pods up to `snapshot` (call it after every build from the scheduler's cache)."""
@@ -323,7 +323,7 @@ class PendingPods:
                 self._members += 1
             else:
                 members.append(info)
-        if members and group is not None:  # admitted members: their PodGroup exists (`GangReadiness`)
+        if members and group is not None:  # admitted members: their PodGroup exists (`GangScheduling`)
             ordered = tuple(sorted(members, key=lambda m: (m.created_at, m.key)))
             first = ordered[0]
             self._units[unit] = SchedulingUnit(ordered, group, group.min_count, first.priority, first.preemption_policy)

@@ -70,9 +70,11 @@ class PlacementMemo:
         """The pod-constraint filters' verdicts that apply to `pod` (none for most pods)."""
         return [v for f in self.profile.pod_constraints if (v := f.filter(state, pod, self.snapshot)) is not None]
 
-    def best(self, pod: PodInfo, state: CycleState) -> int | None:
-        """The highest-scoring feasible node for `pod` (lowest index on ties), or None. The pod-constraint filters
-        are asked afresh: their verdicts change on every node of a domain a pod is placed in."""
+    def best(self, pod: PodInfo, state: CycleState, within: BoolArray | None = None) -> int | None:
+        """The highest-scoring feasible node for `pod` (lowest index on ties), or None; only among `within` when
+        given (a pod group's topology domain, whose nodes are then the only ones the normalised scores see). The
+        pod-constraint filters are asked afresh: their verdicts change on every node of a domain a pod is placed
+        in."""
         constraints = self._constraints(pod, state)
         key = (pod_shape(pod), tuple(sorted(pod.requests.items())))
         entry = self._entries.get(key)
@@ -88,13 +90,13 @@ class PlacementMemo:
             else:
                 self._update(entry, pod, state, rows)
         allowed = entry.feasible
-        if constraints:
-            allowed = allowed.copy()
+        if constraints or within is not None:
+            allowed = allowed.copy() if within is None else allowed & within
             for verdict in constraints:
                 allowed &= verdict.feasible
         if not allowed.any():
             return None
-        ranked = np.where(allowed, entry.ranked, -np.inf) if constraints else entry.ranked
+        ranked = np.where(allowed, entry.ranked, -np.inf) if constraints or within is not None else entry.ranked
         for plugin in self.profile.pod_scores:
             scores = plugin.pod_score(state, pod, self.snapshot, allowed)
             if scores is not None:

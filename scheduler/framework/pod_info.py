@@ -49,7 +49,7 @@ class SchedulingUnit:
     spares_claims: bool = False
     """Other pod groups' nominations hold against this unit whatever their priority (`Snapshot.holds_room`): a
     gang's first try, so that it does not take the room another gang's preemption already paid for
-    (`Scheduler._place_sparing_claims`)."""
+    (the Placement plugin that spares claims, `WorkloadPreemption.place`)."""
     key: str = field(init=False)
     """The unit key (`framework/unit_key.py`): `podgroup/namespace/name`, or the lone pod's key. Made from the
     group or the first member, so that it cannot disagree with them; kept, as a pass reads it for every unit."""

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from scheduler.framework.interfaces import (
     ConfigurationCheck,
     FilterPlugin,
+    PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementPlugin,
+    PlacementScorePlugin,
     PodConstraintFilter,
     PodScorePlugin,
+    PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -17,6 +22,7 @@ from scheduler.framework.interfaces import (
     ScenarioValidator,
     ScorePlugin,
     SnapshotHook,
+    UngatePlugin,
     VictimFilter,
 )
 
@@ -44,3 +50,15 @@ class Profile:
     """Told of each pod placed in the pass (and of each placement undone), in order."""
     pre_binds: Sequence[PreBindPlugin] = ()
     """Asked to write what a pod needs before its Binding, in order."""
+    ungates: Sequence[UngatePlugin] = ()
+    """Asked whether the scheduler's own gate may come off a pending pod; it comes off once all agree."""
+    placements: Sequence[PlacementPlugin] = ()
+    """Asked in order for ways to place a unit before it is placed as it stands (`framework/placer.py`)."""
+    placement_generators: Sequence[PlacementGeneratePlugin] = ()
+    """Asked in order for the domains a pod group must go whole into; the first with a say decides."""
+    placement_scores: Sequence[PlacementScorePlugin] = ()
+    """Score each feasible domain's placement; the highest weighted total wins."""
+    permits: Sequence[PermitPlugin] = ()
+    """Asked in order whether a unit's placement may bind; the first rejection undoes it."""
+    post_binds: Sequence[PostBindPlugin] = ()
+    """Told in order of each unit whose members were just bound."""

@@ -69,7 +69,7 @@ class ReasonBook:
 
     def replaced(self) -> set[str]:
         """The units whose reason changed or was forgotten since the last call: any other unit's entry in
-        `current` is the same object (what `Scheduler._tell_held` kept from it is still true)."""
+        `current` is the same object (what `Reporter.held` kept from it is still true)."""
         replaced, self._replaced = self._replaced, set()
         return replaced
 

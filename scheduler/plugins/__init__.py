@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework.profile import Profile
 from scheduler.plugins.dynamic_resources import DynamicResources
-from scheduler.plugins.gang_readiness import GangReadiness
+from scheduler.plugins.gang_scheduling import GangScheduling
 from scheduler.plugins.image_locality import ImageLocality
 from scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.min_runtime import ElasticMinRuntime, MinRuntime
@@ -17,11 +17,12 @@ from scheduler.plugins.node_resources_balanced_allocation import NodeResourcesBa
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
 from scheduler.plugins.node_volume_limits import NodeVolumeLimits
+from scheduler.plugins.pod_group_pods_count import PodGroupPodsCount
 from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.preemption_toleration import PreemptionToleration
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.plugins.taint_toleration import TaintToleration
-from scheduler.plugins.unsupported_fields import UnsupportedFields
+from scheduler.plugins.topology_placement import TopologyPlacement
 from scheduler.plugins.volume_binding import VolumeBinding
 from scheduler.plugins.volume_restrictions import VolumeRestrictions
 from scheduler.plugins.volume_zone import VolumeZone
@@ -36,21 +37,23 @@ def static_filters() -> tuple[NodeUnschedulable, NodeName, NodeAffinity, TaintTo
 def default_profile(config: SchedulerConfiguration) -> Profile:
     statics = static_filters()
     node_affinity, taints = statics[2], statics[3]
-    victim_filters = (PreemptionToleration(), MinRuntime())
+    gang, min_runtime = GangScheduling(), MinRuntime()
+    victim_filters = (PreemptionToleration(), min_runtime)
     validators = (ElasticMinRuntime(),)
     ports, spread, affinity = NodePorts(), PodTopologySpread(), InterPodAffinity()
     binding = VolumeBinding()
     volumes = (NodeVolumeLimits(), binding, VolumeZone())
     restrictions = VolumeRestrictions()
+    fit = NodeResourcesFit(config.scoring_strategy)
     devices = DynamicResources()
     preemption = WorkloadPreemption(
         statics, victim_filters, validators, constraints=(ports, affinity, spread, restrictions, *volumes, devices)
     )
     return Profile(
-        pre_enqueue=(GangReadiness(), SchedulingGates()),
+        pre_enqueue=(gang, SchedulingGates()),
         static_filters=statics,
-        filters=(ports, NodeResourcesFit(), *volumes),
-        pod_constraints=(binding.claims, UnsupportedFields(), devices, restrictions, spread, affinity),
+        filters=(ports, fit, *volumes),
+        pod_constraints=(binding.claims, devices, restrictions, spread, affinity),
         scores=(NodeResourcesAllocated(config.scoring_strategy), NodeResourcesBalancedAllocation()),
         pod_scores=(taints, node_affinity, spread, affinity, ImageLocality()),
         post_filters=(preemption,),
@@ -60,4 +63,10 @@ def default_profile(config: SchedulerConfiguration) -> Profile:
         snapshot_hooks=(preemption,),
         reserves=(binding, devices),
         pre_binds=(binding, devices),
+        ungates=(gang,),
+        placements=(preemption,),
+        placement_generators=(TopologyPlacement(),),
+        placement_scores=(fit, PodGroupPodsCount()),
+        permits=(gang,),
+        post_binds=(min_runtime,),
     )

@@ -1,7 +1,8 @@
 """SchedulingGates: a pod with any `spec.schedulingGates` entry is parked, not scheduled (KEP-3521).
 
 Source: kube-scheduler `plugins/schedulinggates`. Our own gang gate is parked like any other; the
-runner removes it once the gang is ready, and nothing here ever removes a foreign gate.
+runner removes it once the Ungate plugins release the pod (GangScheduling: once the gang is ready), and nothing
+ever removes a foreign gate.
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ returned for the actuator only when a full placement exists. A preemptor whose n
 earlier decision still hold waits for its victims to terminate instead of preempting again
 (kube-scheduler's `podEligibleToPreemptOthers`); a nomination that no longer fits is cleared and the
 search starts over on the current state.
+
+As a Placement plugin it keeps gangs off the room preemption claimed: a gang with no nominations of its own is
+first placed sparing the room other pod groups' preemptions claimed (their nominations, `Snapshot.claims_against`),
+whatever their priority, and takes that room only if it can neither fit nor preempt elsewhere. By priority alone
+(kube-scheduler's rule), a higher gang that completes after a lower one decided takes the room the lower gang's
+victims leave, and the lower gang decides again, on victims the higher one could have taken itself.
 """
 
 from __future__ import annotations
@@ -88,6 +94,13 @@ class WorkloadPreemption:
     ) -> PostFilterResult:
         with collector.paused():
             return self._post_filter(state, unit, snapshot)
+
+    def placements(self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot) -> tuple[SchedulingUnit, ...]:
+        """A gang that other pod groups' preemptions claimed room from is first tried sparing that room; the unit as
+        placed carries the choice, and its preemption, if any, follows the same rule."""
+        if unit.group is None or not unit.group.is_gang or not snapshot.claims_against(unit):
+            return ()
+        return (replace(unit, spares_claims=True),)
 
     def _post_filter(self, state: CycleState, unit: SchedulingUnit, snapshot: Snapshot) -> PostFilterResult:
         min_count = self._still_needed(unit, snapshot)

@@ -32,12 +32,21 @@ from scheduler.framework.interfaces import (
     ScenarioValidator,
     VictimFilter,
 )
+from scheduler.framework.pod_group_placement import tried_domains
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot, changed_rows
 from scheduler.framework.status import Code, Status
 from scheduler.framework.unit_key import group_unit
 from scheduler.preemption.decision import SEARCH_PLUGIN, Decision, Outcome
-from scheduler.preemption.search import FloatArray, PdbInput, PreemptorInput, SearchInput, Units, search
+from scheduler.preemption.search import (
+    FloatArray,
+    PdbInput,
+    PreemptorInput,
+    SearchDomain,
+    SearchInput,
+    Units,
+    search,
+)
 
 FILTER_ROUNDS = 3
 """Searches run with victim filters applied only to chosen victims before every candidate is checked."""
@@ -553,6 +562,7 @@ def build_candidates(
         pod_requests=pod_requests,
         preemptor=preemptor,
         pdbs=_pdbs(snapshot, running, pod_rows),
+        domains=tuple(SearchDomain(np.flatnonzero(d.rows), d.name, d.level) for d in tried_domains(state)),
     )
     return Candidates(
         search_input, running, pod_rows, unit, snapshot, tuple(victim_filters), whole_units, tuple(validators)

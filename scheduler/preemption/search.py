@@ -138,6 +138,18 @@ class SearchInput:
     pdbs: tuple[PdbInput, ...] = ()
     protections: dict[int, Status] = field(default_factory=dict)
     validate: Callable[[tuple[str, ...]], Status] | None = None
+    domains: tuple[SearchDomain, ...] = ()
+    """A pod group that must stay inside one topology domain: the domains it may go to, narrowest level first.
+    Empty: the whole cluster is its one domain."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDomain:
+    """The nodes of one topology domain (sorted node indices), its `LABEL=VALUE` and its level (0: narrowest)."""
+
+    nodes: IntArray
+    name: str
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +179,8 @@ class _DomainResult:
     violating: dict[int, str]
     score: tuple[int, int, int, int, float]
     bound: int | None
+    name: str = ""
+    """The topology domain the preemptor goes to; empty for the whole cluster or one node."""
 
 
 @dataclass(slots=True)
@@ -295,10 +309,15 @@ def _search(inp: SearchInput) -> Decision:
     pdb_rows = np.array(sorted(pod_pdbs), dtype=np.int64)
     ctx = _Context(inp, unit_priority, by_unit, bounds, pod_pdbs, shapes, member_shape, pdb_rows)
     search_in = _search_cluster if pre.is_group else _search_node
-    results = [r for dom, dom_rows in _domains(ctx, rows) if (r := search_in(ctx, dom, dom_rows)) is not None]
+    results: list[_DomainResult] = []
+    for level in _levels(inp):
+        found = ((search_in(ctx, dom, dom_rows), name) for dom, dom_rows, name in _domains(ctx, rows, level))
+        results = [replace(r, name=name) for r, name in found if r is not None]
+        if results:
+            break
     if not results:
         return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
-    if pre.is_group and (other := _pod_by_pod(ctx, rows, results[0])) is not None:
+    if pre.is_group and not inp.domains and (other := _pod_by_pod(ctx, rows, results[0])) is not None:
         results.append(other)
     results.sort(key=lambda r: r.score)
     rejection: tuple[Status, tuple[str, ...]] | None = None
@@ -365,18 +384,31 @@ def _shapes(pre: PreemptorInput) -> list[_Shape]:
     ]
 
 
-def _domains(ctx: _Context, rows: IntArray) -> list[tuple[IntArray, IntArray]]:
-    """The whole cluster for a group; for a lone pod, each node where removing every candidate fits it."""
+def _levels(inp: SearchInput) -> list[int]:
+    """The topology levels to search in turn (a wider one only when no domain of the narrower can help)."""
+    return sorted({d.level for d in inp.domains}) or [0]
+
+
+def _domains(ctx: _Context, rows: IntArray, level: int) -> list[tuple[IntArray, IntArray, str]]:
+    """KEP-5710's split: where the preemptor may be put, with the candidates running there. For a group, the
+    whole cluster, or each topology domain of `level` it must stay inside (a candidate unit's pods elsewhere
+    count in its cost, not in the room it frees there); for a lone pod, each node where removing every
+    candidate fits it."""
     inp = ctx.inp
     nodes = len(inp.node_names)
+    if inp.preemptor.is_group and inp.domains:
+        at = inp.pod_node[rows]
+        return [(d.nodes, rows[np.isin(at, d.nodes)], d.name) for d in inp.domains if d.level == level]
     if inp.preemptor.is_group:
-        return [(np.arange(nodes, dtype=np.int64), rows)]
+        return [(np.arange(nodes, dtype=np.int64), rows, "")]
     freed = inp.free + _sums(inp.pod_node[rows], inp.pod_requests[rows], nodes)
     request = inp.preemptor.requests[0]
     fits = inp.preemptor.masks[0] & (freed >= request).all(axis=1)
     by_node = rows[np.argsort(inp.pod_node[rows], kind="stable")]
     starts = np.searchsorted(inp.pod_node[by_node], np.arange(nodes + 1))
-    return [(np.array([n], dtype=np.int64), by_node[starts[n] : starts[n + 1]]) for n in np.flatnonzero(fits).tolist()]
+    return [
+        (np.array([n], dtype=np.int64), by_node[starts[n] : starts[n + 1]], "") for n in np.flatnonzero(fits).tolist()
+    ]
 
 
 def _local(dom: IntArray, nodes: IntArray, total: int) -> IntArray:
@@ -964,6 +996,8 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
         message = f"preempting {len(victims)} unit(s) to place {placed}"
     else:
         message = f"the {kind} fits without preempting anything"
+    if result.name:
+        message += f" in {result.name}"
     until = min((s.until for s in protected if s.until is not None), default=None) if pending else None
     return Decision(
         preemptor=pre.key,

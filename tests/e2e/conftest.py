@@ -19,8 +19,11 @@ import pytest
 
 from tests.chart.conftest import Helm, _extract_helm
 from tests.e2e.control_plane import ControlPlane, available
-from tests.e2e.objects import Pool
+from tests.e2e.differential.kube_scheduler import KubeScheduler
+from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
+from tests.e2e.objects import SCHEDULER_NAME, Pool
 from tests.e2e.runner import PodRunner
+from tests.e2e.sides import Side
 from tests.e2e.stack import Stack
 from tests.e2e.timings import TIMINGS
 
@@ -122,3 +125,18 @@ def pool(phalanx: Stack, request: pytest.FixtureRequest) -> Iterator[Pool]:
     phalanx.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": made.namespace}})
     yield made
     made.teardown()
+
+
+@pytest.fixture
+def sides(pool: Pool, kube_scheduler: KubeScheduler) -> Iterator[dict[str, Side]]:
+    """Both schedulers' copies of a scenario (`sides.py`); the module brings its own `kube_scheduler` fixture."""
+    kube_namespace = f"{pool.namespace}-kube"
+    pool.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube_namespace}})
+    made = {
+        "phalanx": Side(pool, "phalanx", SCHEDULER_NAME, pool.namespace),
+        "kube": Side(pool, "kube", KUBE_SCHEDULER_NAME, kube_namespace),
+    }
+    yield made
+    pool.api.request("DELETE", f"/api/v1/namespaces/{kube_namespace}")
+    for name in made["kube"].pods():
+        pool.api.delete(f"/api/v1/namespaces/{kube_namespace}/pods/{name}", grace_period_seconds=0)

@@ -3,10 +3,7 @@ anti-affinity from either side, topology spread, host ports, preemption that cle
 and a pod no preemption can help. Each scenario makes the same nodes and pods twice, once per scheduler, and
 checks that both schedulers do the same thing and that it is the right thing.
 
-The two copies cannot see each other. Each side has its own namespace (affinity terms and spread constraints
-count pods of their own namespace) and its own nodes, carrying `SIDE_KEY: <side>`, which that side's pods select.
-The nodes are all of the test's pool, with its taint, so each pod finds the other side's nodes rejected for the
-same reason in both schedulers and the `0/N nodes are available: ...` counts can be compared word for word.
+Each scheduler's copy is a `Side` (`sides.py`): its namespace and nodes, which the other cannot see.
 
 Without its constraint each placement would come out differently: the node a constraint must keep a pod off is
 the one scoring prefers (more free CPU, so `LeastAllocated` and `BalancedAllocation` both pick it).
@@ -14,31 +11,23 @@ the one scoring prefers (more free CPU, so `LeastAllocated` and `BalancedAllocat
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.e2e.control_plane import ControlPlane, Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
-from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
-from tests.e2e.objects import SCHEDULER_NAME, Pool, node
+from tests.e2e.objects import Pool
+from tests.e2e.sides import QUIET_SECONDS, Side, on_both, preemption_words, settled
 from tests.polling import wait_for
 
-SIDE_KEY = "e2e.phalanx.dev/side"
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 PORTS = "node(s) didn't have free ports for the requested pod ports"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
-QUIET_SECONDS = 4.0
-"""How long a pending pod is watched for a preemption that should not come: several retries of either scheduler
-(Phalanx's longest backoff here is 1 s; kube-scheduler's first retries come after 1 and 2 s)."""
-STABLE_SECONDS = 2.0
-"""How long a settled scenario must stay unchanged: two retries of either scheduler."""
 
 
 @pytest.fixture(scope="module")
@@ -46,136 +35,6 @@ def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPat
     started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler-constraints")).start()
     yield started
     started.stop()
-
-
-@dataclass(slots=True)
-class Side:
-    """One scheduler's copy of a scenario: its namespace, and nodes of the pool labelled for it."""
-
-    pool: Pool
-    tag: str
-    scheduler: str
-    namespace: str
-
-    def node_name(self, role: str) -> str:
-        return f"{self.pool.name}-{self.tag}-{role}"
-
-    def role(self, node_name: str) -> str:
-        return node_name.removeprefix(f"{self.pool.name}-{self.tag}-")
-
-    def add_node(self, role: str, cpu: str, **labels: str) -> str:
-        made = node(self.node_name(role), self.pool.name, cpu)
-        made["metadata"]["labels"] |= {SIDE_KEY: self.tag, **labels}
-        self.pool.cluster_object(made)  # created with its status, removed with the pool
-        return self.node_name(role)
-
-    def pod(
-        self,
-        name: str,
-        cpu: str = "1",
-        app: str | None = None,
-        priority_class: str | None = None,
-        on: str | None = None,
-        **spec: object,
-    ) -> Json:
-        """A pod of this side: selects its nodes; `on` (a node role) binds it directly, a running pod."""
-        made = self.pool.pod(
-            name,
-            cpu=cpu,
-            priority_class=priority_class,
-            node=None if on is None else self.node_name(on),
-            grace=0,  # a victim is gone at once: no kubelet here to finish a graceful deletion
-            labels=None if app is None else {"app": app},
-            scheduler_name=self.scheduler,
-        )
-        made["metadata"]["namespace"] = self.namespace
-        made["spec"]["nodeSelector"][SIDE_KEY] = self.tag
-        made["spec"] |= spec
-        return made
-
-    def create(self, *pods: Json) -> None:
-        for pod in pods:
-            self.pool.api.create(f"/api/v1/namespaces/{self.namespace}/pods", pod)
-
-    def pods(self) -> dict[str, Json]:
-        return {p["metadata"]["name"]: p for p in self.pool.api.items(f"/api/v1/namespaces/{self.namespace}/pods")}
-
-    def placed(self, names: Sequence[str]) -> dict[str, str]:
-        """`pod -> node role` of those of `names` that are bound and not terminating."""
-        pods = self.pods()
-        return {
-            n: self.role(pods[n]["spec"]["nodeName"])
-            for n in names
-            if n in pods and pods[n]["spec"].get("nodeName") and not pods[n]["metadata"].get("deletionTimestamp")
-        }
-
-    def unschedulable(self, name: str) -> str | None:
-        """The PodScheduled message of `name` once its scheduler found it Unschedulable."""
-        pod = self.pods().get(name, {})
-        conditions: list[Json] = pod.get("status", {}).get("conditions", [])
-        condition = next((c for c in conditions if c["type"] == "PodScheduled"), {})
-        message = condition.get("message")
-        return message if condition.get("reason") == "Unschedulable" and isinstance(message, str) else None
-
-
-@pytest.fixture
-def sides(pool: Pool, kube_scheduler: KubeScheduler) -> Iterator[dict[str, Side]]:
-    kube_namespace = f"{pool.namespace}-kube"
-    pool.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube_namespace}})
-    made = {
-        "phalanx": Side(pool, "phalanx", SCHEDULER_NAME, pool.namespace),
-        "kube": Side(pool, "kube", KUBE_SCHEDULER_NAME, kube_namespace),
-    }
-    yield made
-    pool.api.request("DELETE", f"/api/v1/namespaces/{kube_namespace}")
-    for name in made["kube"].pods():
-        pool.api.delete(f"/api/v1/namespaces/{kube_namespace}/pods/{name}", grace_period_seconds=0)
-
-
-def fit_error(message: str) -> str:
-    """`0/N nodes are available: REASONS` of a PodScheduled message: what follows is each scheduler's preemption's
-    own words."""
-    return message.split(". ")[0].rstrip(".")
-
-
-def preemption_words(message: str) -> str:
-    """What a PodScheduled message says of preemption, without the scheduler's own prefix (kube-scheduler's
-    `preemption: `, Phalanx's `WorkloadPreemption: `)."""
-    return re.split(r"[Pp]reemption: ", message)[-1]
-
-
-def on_both(sides: dict[str, Side], what: Callable[[Side], object]) -> dict[str, object]:
-    return {tag: what(side) for tag, side in sides.items()}
-
-
-Settled = tuple[dict[str, str], dict[str, str]]
-"""pod -> node role of the bound pods, pod -> the `0/N nodes are available` part of the others' messages."""
-
-
-def settled(sides: dict[str, Side], names: Sequence[str]) -> dict[str, Settled]:
-    """Per side, once each of `names` is bound or Unschedulable, and that stayed so over two reads `STABLE_SECONDS`
-    apart (a scheduler that saw a pod before a node says so again once it sees the node)."""
-
-    def state(side: Side) -> Settled | None:
-        placed = side.placed(names)
-        said = {n: side.unschedulable(n) for n in names if n not in placed}
-        if not all(said.values()):
-            return None
-        return placed, {n: fit_error(m) for n, m in said.items() if m}
-
-    def both() -> dict[str, Settled] | None:
-        found = {tag: state(side) for tag, side in sides.items()}
-        return {tag: s for tag, s in found.items() if s is not None} if all(found.values()) else None
-
-    what = f"each of {list(names)} bound or Unschedulable, on both sides"
-    before: dict[str, Settled] = wait_for(both, what=what)
-    for _ in range(10):
-        time.sleep(STABLE_SECONDS)
-        now: dict[str, Settled] = wait_for(both, what=what)
-        if now == before:
-            return now
-        before = now
-    raise AssertionError(f"still changing after {10 * STABLE_SECONDS:.0f}s: {before}")
 
 
 def anti_affinity(app: str) -> Json:

@@ -36,9 +36,10 @@ from scheduler.api.persistent_volume_claim import (
     ANN_SELECTED_NODE,
     PersistentVolumeClaim,
 )
-from scheduler.api.pod import Pod
+from scheduler.api.pod import POD_GROUP_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.kube import KubeCluster
+from scheduler.cluster.kube.calls import REPORTING_CONTROLLER
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import Cluster, ClusterObjects, WriteRefused
 from scheduler.framework.storage import PodVolumes
@@ -72,6 +73,7 @@ def pod(
     gates: tuple[str, ...] = (),
     grace: int | None = None,
     claim: str | None = None,
+    member_of: str | None = None,
 ) -> Json:
     spec: Json = {"schedulerName": "contract", "containers": [{"name": "c", "image": "busybox"}]}
     if node:
@@ -82,7 +84,10 @@ def pod(
         spec["terminationGracePeriodSeconds"] = grace
     if claim is not None:
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+    metadata: Json = {"name": name, "namespace": NAMESPACE}
+    if member_of is not None:
+        metadata["labels"] = {POD_GROUP_LABEL: member_of}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def claim(name: str, storage_class: str) -> Json:
@@ -466,22 +471,23 @@ def refusal(act: Callable[[], Any]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_both_back_ends_answer_the_same(case: Case, kube: KubeCluster, stack: Stack) -> None:
+def prepared(objects: tuple[Json, ...], kube: KubeCluster, stack: Stack) -> tuple[ClusterObjects, MemoryCluster]:
+    """The case's objects made afresh on the real server, as the Kubernetes back end shows them, and a memory back end
+    built from exactly those."""
     api = stack.plane.api()
-    for obj in case.objects:  # pods first: a claim in use, and a volume bound, are removed only after
+    for obj in objects:  # pods first: a claim in use, and a volume bound, are removed only after
         api.delete(object_path(obj), grace_period_seconds=0)
-    names = {f"{plural(o['kind'])}/{o['metadata']['name']}" for o in case.objects}
+    names = {f"{plural(o['kind'])}/{o['metadata']['name']}" for o in objects}
     wait_for(lambda: all(shown(kube.objects(), n) is None for n in names), what="the previous case's objects gone")
-    for obj in case.objects:
+    for obj in objects:
         api.create(collection_path(obj), obj)
 
     def created() -> ClusterObjects | None:
-        objects = kube.objects()
-        if not all(shown(objects, n) is not None for n in names):
+        now = kube.objects()
+        if not all(shown(now, n) is not None for n in names):
             return None
-        volumes = [objects.persistent_volumes[n.partition("/")[2]] for n in names if n.startswith("persistentvolumes/")]
-        return objects if all(v.status.phase == "Available" for v in volumes) else None  # the PV controller saw them
+        volumes = [now.persistent_volumes[n.partition("/")[2]] for n in names if n.startswith("persistentvolumes/")]
+        return now if all(v.status.phase == "Available" for v in volumes) else None  # the PV controller saw them
 
     seen: ClusterObjects = wait_for(created, what="the case's objects")
     # a copy: the view's next `objects()` (in `settle`) brings its own tables up to date, the vanished pod gone
@@ -500,6 +506,12 @@ def test_both_back_ends_answer_the_same(case: Case, kube: KubeCluster, stack: St
         datetime.now(UTC),
     )
     kube.ledger.refusals()  # only this case's
+    return before, memory
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_both_back_ends_answer_the_same(case: Case, kube: KubeCluster, stack: Stack) -> None:
+    before, memory = prepared(case.objects, kube, stack)
 
     kube_refused = refusal(lambda: case.act(kube, before, KubeWorld(stack.plane)))
     after = settle(kube)
@@ -534,6 +546,107 @@ def test_an_event_is_recorded_alike(kube: KubeCluster, stack: Stack) -> None:
     assert [(e["type"], e["reason"], e["note"], e["regarding"]["name"]) for e in events] == [
         (recorded.event_type, recorded.reason, recorded.note, recorded.regarding.split("/")[1])
     ]
+
+
+def gang_unschedulable(c: Cluster, o: ClusterObjects, w: World) -> None:
+    """What a pass tells a gang that does not fit: a Warning on its PodGroup, and each member's PodScheduled."""
+    c.record_event(o.pod_groups[key("g")], "Warning", "FailedScheduling", "gang needs 2 members, 0 fit")
+    for name in ("m0", "m1"):
+        c.set_pod_condition(o.pods[key(name)], UNSCHEDULABLE)
+
+
+def gang_bound(c: Cluster, o: ClusterObjects, w: World) -> None:
+    """Each member's gang gate (the webhook's) removed, then its Binding."""
+    for i, name in enumerate(("m0", "m1")):
+        c.remove_scheduling_gate(o.pods[key(name)], GATE)
+        c.bind(o.pods[key(name)], NODES[i])
+
+
+def preemption(c: Cluster, o: ClusterObjects, w: World) -> None:
+    """What the actuator does for a lone preemptor, then its Binding once the room is free."""
+    preemptor, victim = o.pods[key("p")], o.pods[key("v")]
+    c.set_nominated_node(preemptor, NODES[0])
+    c.record_event(preemptor, "Normal", "Preempting", "preempting 1 pod of priority 0")
+    target = Condition(type="DisruptionTarget", status="True", reason="PreemptionByScheduler", message="by p")
+    c.set_pod_condition(victim, target)
+    c.record_event(victim, "Normal", "Preempted", f"Preempted by Pod p on node {NODES[0]}", related=preemptor)
+    c.delete_pod(victim, None)
+    c.bind(preemptor, NODES[0])
+
+
+EVENT_CASES = [
+    pytest.param(
+        Case((pod("p"),), lambda c, o, w: c.bind(o.pods[key("p")], NODES[0]), ()),
+        id="a bound pod is told it was scheduled",
+    ),
+    pytest.param(
+        Case((pod("p"),), lambda c, o, w: c.set_pod_condition(o.pods[key("p")], UNSCHEDULABLE), ()),
+        id="a lone unschedulable pod is told why",
+    ),
+    pytest.param(
+        Case((group("g"), pod("m0", member_of="g"), pod("m1", member_of="g")), gang_unschedulable, ()),
+        id="a gang that does not fit is told why, on its PodGroup and its members",
+    ),
+    pytest.param(
+        Case((group("g"), pod("m0", member_of="g"), pod("m1", member_of="g")), gang_bound, ()),
+        id="a gang bound: each member is told it was scheduled",
+    ),
+    pytest.param(
+        Case((pod("v", node=NODES[0], grace=30), pod("p")), preemption, ()),
+        id="a preemption: the preemptor, its victim, then the preemptor's Binding",
+    ),
+]
+
+Recorded = tuple[str, str, str, str, str, str | None]
+"""An Event as both back ends are compared on it: type, reason, the kind and `namespace/name` of the object it is
+about, its note, and the `namespace/name` of the related object."""
+
+
+def server_events(api: Any, uids: set[str]) -> list[Recorded]:
+    """The Events this scheduler recorded on the real server about the objects of `uids`."""
+    found = []
+    for event in api.items(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"):
+        regarding, related = event["regarding"], event.get("related")
+        if event.get("reportingController") != REPORTING_CONTROLLER or regarding.get("uid") not in uids:
+            continue
+        found.append(
+            (
+                event["type"],
+                event["reason"],
+                regarding.get("kind", ""),
+                f"{regarding['namespace']}/{regarding['name']}",
+                event.get("note", ""),
+                f"{related['namespace']}/{related['name']}" if related else None,
+            )
+        )
+    return sorted(found)
+
+
+@pytest.mark.parametrize("case", EVENT_CASES)
+def test_both_back_ends_record_the_same_events(case: Case, kube: KubeCluster, stack: Stack) -> None:
+    """The Events a scenario's writes leave (`Scheduled`, `FailedScheduling`, `Preempting`, `Preempted`) are the same
+    on both back ends: `phalanx simulate` and `explain -f` tell what a cluster would."""
+    before, memory = prepared(case.objects, kube, stack)
+    made = [before.pods.get(key(o["metadata"]["name"])) for o in case.objects if o["kind"] == "Pod"]
+    made += [before.pod_groups.get(key(o["metadata"]["name"])) for o in case.objects if o["kind"] == "PodGroup"]
+    uids = {o.metadata.uid or "" for o in made if o is not None}
+    case.act(kube, before, KubeWorld(stack.plane))
+    case.act(memory, before, MemoryWorld(memory))
+    settle(kube)
+    want = sorted((e.event_type, e.reason, e.regarding_kind, e.regarding, e.note, e.related) for e in memory.events)
+    api = stack.plane.api()
+    last: list[list[Recorded]] = []
+
+    def quiet() -> tuple[list[Recorded]] | None:
+        """The server's Events once as many as the memory back end's came and no more for a second (the Kubernetes
+        back end sends them in the background)."""
+        now = server_events(api, uids)
+        done = bool(last) and last[-1] == now and len(now) >= len(want)
+        last.append(now)
+        return (now,) if done else None
+
+    (got,) = wait_for(quiet, timeout=30, interval=1.0, what="the Kubernetes back end's Events")
+    assert got == want
 
 
 def test_a_cache_listed_in_many_pages_holds_every_pod_as_one_read_would(stack: Stack) -> None:

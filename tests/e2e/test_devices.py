@@ -26,7 +26,7 @@ from tests.e2e.control_plane import ControlPlane, Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import NATIVE, SCHEDULER_NAME, Pool
-from tests.e2e.test_constraints import QUIET_SECONDS, Settled, Side, settled
+from tests.e2e.sides import QUIET_SECONDS, Settled, Side, settled
 from tests.polling import wait_for
 
 DRIVER = "gpu.example.com"
@@ -255,12 +255,7 @@ def gang(side: DeviceSide, members: int, min_count: int) -> list[str]:
     for name in names:
         side.create_claim(name, "h100")
         side.create(side.gpu_pod(name, claim=name, schedulingGroup={"podGroupName": "train"}))
-    if side.scheduler == KUBE_SCHEDULER_NAME:
-        for name in names:
-            path = f"/api/v1/namespaces/{side.namespace}/pods/{name}"
-            if side.pods()[name]["spec"].get("schedulingGates"):
-                reply = side.pool.api.patch(path, {"spec": {"schedulingGates": None}})
-                assert reply.status == 200, reply.message
+    side.hand_over(names)
     return names
 
 

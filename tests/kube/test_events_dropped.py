@@ -13,7 +13,7 @@ import structlog
 
 from kube.client import api_client
 from scheduler.cluster.kube import KubeCluster
-from scheduler.cluster.kube.dispatcher import LANES
+from scheduler.cluster.kube.lanes import LANES
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.kube.stored import stored_pod

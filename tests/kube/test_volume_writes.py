@@ -72,7 +72,7 @@ def bind_claim(server: ApiServer, volume: str = "pv") -> None:
 
 
 def seen(cluster: KubeCluster, kind: str, key: str) -> bool:
-    return cluster.stored(kind, key) is not None
+    return cluster.sender.stored(kind, key) is not None
 
 
 def both_seen(cluster: KubeCluster) -> bool:

@@ -71,7 +71,11 @@ def test_a_reason_is_said_once_and_its_repeats_are_counted() -> None:
     second = scheduler.schedule_pending()
     assert second.units_tried == 1
     warnings = [(e.regarding, e.regarding_kind, e.reason) for e in cluster.events if e.event_type == "Warning"]
-    assert warnings == [("ml/train", "PodGroup", "FailedScheduling")], "one Warning on the PodGroup, not one per pass"
+    assert sorted(warnings) == [
+        ("ml/train", "PodGroup", "FailedScheduling"),
+        ("ml/w0", "Pod", "FailedScheduling"),
+        ("ml/w1", "Pod", "FailedScheduling"),
+    ], "one Warning on the PodGroup and one on each member (its PodScheduled condition), not one per pass"
     assert first.repeats == {} and second.repeats == {"Unschedulable": 1}
     assert {k: (r.reason, r.queue) for k, r in second.reasons.items()} == {"podgroup/ml/train": ("Unschedulable", "")}
     assert second.pods == {"unschedulable": 2}

@@ -1,9 +1,9 @@
 """PodGroups (ours and native `scheduling.k8s.io/v1alpha2`): defaults from the Workload, priority, immutability.
 
 Source: KEP-5710 (PodGroup priority, `disruptionMode`) and KEP-4671 (templates). Defaulting fills unset
-`disruptionMode`, `schedulingPolicy` and `priorityClassName` from the referenced Workload template, then
-resolves priority like the Priority admission plugin; `disruptionMode` defaults to `Pod`. Every spec field
-is immutable after creation; status is free. Divergence: a reference to a Workload that does not exist
+`disruptionMode`, `schedulingPolicy`, `priorityClassName` and `schedulingConstraints` from the referenced Workload
+template, then resolves priority like the Priority admission plugin; `disruptionMode` defaults to `Pod`. Every spec
+field is immutable after creation; status is free. Divergence: a reference to a Workload that does not exist
 (yet) is a warning, not a denial, since controllers may create the two in either order.
 """
 
@@ -18,6 +18,7 @@ from webhook.rules.lookups import Lookups
 from webhook.rules.pod import PodSettings
 from webhook.rules.policy import policy_errors
 from webhook.rules.priority import default_priority, priority_errors
+from webhook.rules.topology import topology_errors
 
 SPEC = ROOT.child("spec")
 TEMPLATE_REF = SPEC.child("podGroupTemplateRef").child("workload")
@@ -42,6 +43,9 @@ def default_pod_group(decoded: Decoded[PodGroup], lookups: Lookups, settings: Po
                 "disruptionMode": template.disruption_mode,
                 "schedulingPolicy": template.scheduling_policy.to_json() if template.scheduling_policy else None,
                 "priorityClassName": template.priority_class_name,
+                "schedulingConstraints": (
+                    template.scheduling_constraints.to_json() if template.scheduling_constraints else None
+                ),
             }
             for key, value in inherited.items():
                 if spec.get(key) is None and value is not None:
@@ -56,6 +60,8 @@ def validate_pod_group_create(decoded: Decoded[PodGroup], lookups: Lookups) -> l
     group, obj = decoded.model, decoded.raw
     errors = policy_errors(SPEC, group.spec.scheduling_policy, group.spec.disruption_mode)
     errors += priority_errors(SPEC, group.spec.priority_class_name, group.spec.priority, lookups)
+    constraints = SPEC.child("schedulingConstraints")
+    errors += topology_errors(constraints, group.spec.scheduling_constraints, str(obj.get("apiVersion")))
     ref = group.spec.pod_group_template_ref
     if ref is not None and ref.workload is not None:
         namespace = group.metadata.namespace or "default"

@@ -1,8 +1,8 @@
 """Workloads (ours and native `scheduling.k8s.io/v1alpha2`): template defaults, template rules, immutability.
 
 Source: KEP-4671 / KEP-5710. 1 to 8 `podGroupTemplates` with unique DNS-label names, each with a valid
-scheduling policy and a resolvable priority; every template's priority is defaulted like a PodGroup's.
-Every spec field is immutable after creation.
+scheduling policy, a resolvable priority and valid topology constraints; every template's priority is defaulted like
+a PodGroup's. Every spec field is immutable after creation.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from webhook.rules.names import dns_label_errors
 from webhook.rules.pod import PodSettings
 from webhook.rules.policy import policy_errors
 from webhook.rules.priority import default_priority, priority_errors
+from webhook.rules.topology import topology_errors
 
 TEMPLATES = ROOT.child("spec").child("podGroupTemplates")
 
@@ -50,6 +51,8 @@ def validate_workload_create(decoded: Decoded[Workload], lookups: Lookups) -> li
         seen.add(template.name)
         errors += policy_errors(path, template.scheduling_policy, template.disruption_mode)
         errors += priority_errors(path, template.priority_class_name, template.priority, lookups)
+        constraints = path.child("schedulingConstraints")
+        errors += topology_errors(constraints, template.scheduling_constraints, str(decoded.raw.get("apiVersion")))
     return errors
 
 

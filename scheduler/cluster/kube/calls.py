@@ -2,16 +2,17 @@
 
 Each call says which object it writes (`key`) and for which scheduling unit (`unit`), which lane of workers
 sends it (`lane`), what the view shows while it is in flight (`shows`) and when the informer shows it done
-(`seen`), how it merges with a newer call for the same object (`merge`, `supersedes`), what it must wait
-for (`follows`), and how it is sent (`send`, over a `Wire`). The dispatcher (`dispatcher.py`) does the rest
-for all of them alike: ordering per object, coalescing, retries, the leader check, results in the ledger.
+(`seen`), how it is sent (`send`, over a `Wire`: the sender) and what its outcome is for the pod (`done`,
+`refused`, told to the back end's `Outcomes`, never sent from here). How it relates to another call for the
+same object (follows, supersedes, merges with, repeats) is one table, `order.py`. The dispatcher
+(`dispatcher.py`) does the rest for all of them alike: ordering per object, coalescing, results in the ledger.
 
 Every write is idempotent, so a restarted scheduler may replay it: a Binding of a pod already bound answers
 where it went, deletions carry a UID precondition and take "already gone" as done, a gate removal is a JSON
 patch guarded by a `test` of the gate list, a PodGroup condition a merge patch guarded by resourceVersion,
 a volume's claimRef and a claim's selected node merge patches guarded by resourceVersion and not sent when
-already so, and a condition that would change nothing is not sent. Adding a kind of write is adding a class here and
-the `Cluster` method that makes it (`cluster.py`).
+already so, and a condition that would change nothing is not sent. Adding a kind of write is adding a class here, its
+rows in `order.py`, and the `Cluster` method that makes it (`cluster.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import Enum
 from typing import Any, ClassVar, Protocol
 
 import structlog
@@ -43,8 +43,9 @@ from scheduler.api.persistent_volume_claim import (
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, PodGroup
 from scheduler.api.resource_claim import ResourceClaim
+from scheduler.api.wire import prune
 from scheduler.cluster.kube.hold import PreemptionHold
-from scheduler.framework.cluster import EVENT_NOTE_LIMIT
+from scheduler.framework.cluster import EVENT_NOTE_LIMIT, Outcomes
 from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.storage import PodVolumes
 from scheduler.plugins.volume_binding import node_fits
@@ -79,20 +80,9 @@ class Failed(Exception):
         self.answer = answer
 
 
-class Order(Enum):
-    """How a call relates to an earlier one in flight for the same object."""
-
-    FREE = "free"
-    """Sent whenever a worker is free."""
-    AFTER = "after"
-    """Sent once the earlier one has ended, however it ended."""
-    REQUIRES = "requires"
-    """Sent once the earlier one went through; not sent if it was refused (a Binding after its gate removal,
-    a deletion after its DisruptionTarget)."""
-
-
 class Wire(Protocol):
-    """What a call needs to be sent: requests (retried, counted, only while this replica leads), and the view."""
+    """What a call needs to be sent (`sender.Sender`): requests (retried, counted, only while this replica leads),
+    the newest objects it writes, the informers' copies, and the preemption hold it starts or ends."""
 
     hold: PreemptionHold
 
@@ -116,9 +106,6 @@ class Wire(Protocol):
 
     def bound(self, key: str) -> bool:
         """The pod is bound, or a Binding of it is in flight."""
-
-    def event(self, regarding: ApiModel, event_type: str, reason: str, note: str) -> None:
-        """Record an Event (an `EventCall`)."""
 
     def stored(self, kind: str, key: str) -> Any:
         """The informer's copy of an object (`pods`, `nodes`, `persistentvolumes`, `persistentvolumeclaims`,
@@ -188,8 +175,10 @@ class Call:
     """Sent though only queued when stopping, and after the Lease was handed back (see `PodGroupAnnotation`)."""
     held: ClassVar[bool] = False
     """Waits while a preemption is under way (`hold.py`) before it takes its turn; dropped if that was a stop."""
+    attempts: ClassVar[int] = 6
+    """Requests made before a 429 or a 5xx refuses it."""
     told: ClassVar[bool] = False
-    """A refusal is told to the pod by the call itself (a Warning Event), not by the runner."""
+    """A refusal is told to the pod by the back end (its `refused` outcome), not by the runner."""
     quiet: ClassVar[bool] = False
     """A refusal is logged only: the write informs (a PodScheduled message, a PodGroup condition, an Event) and
     fails no unit; the next pass writes it again if it still holds."""
@@ -205,31 +194,28 @@ class Call:
         """The informer's copy shows this call done (or the object is gone): it may leave the ledger."""
         return True
 
-    def repeats(self, older: Call, done: bool) -> bool:
-        """`older`, in the ledger for the same object (`done`: answered, not yet seen by the informer), already
-        makes this write: this one is not entered."""
-        return False
-
-    def merge(self, older: Call) -> Call | None:
-        """This newer call replacing `older`, still queued for the same object: the call to send, or None."""
-        return None
-
-    def supersedes(self, older: Call) -> bool:
-        """`older`, still queued for the same object, is not to be sent at all once this call is made."""
-        return False
-
-    def follows(self, earlier: Call) -> Order:
-        return Order.FREE
+    @property
+    def part(self) -> str:
+        """The part of its object it writes (a condition's type, an annotation's name): a call merges into an older
+        one (`order.py`) only when both write the same part."""
+        return ""
 
     def send(self, wire: Wire) -> Any:
         """Send it; returns the object the server wrote (shown until the informer has it), a replacement call
         (what the ledger must show instead), or None. Raises an `ApiError` when refused."""
         raise NotImplementedError
 
-    def done(self, wire: Wire, written: Any) -> None:
-        """After it went through."""
+    def answer(self, sent: Any) -> Any:
+        """What `send` returned, with the object the server wrote parsed as the view shows it (in the worker: an
+        answer our models cannot read fails that write, not a pass)."""
+        if not isinstance(sent, dict):
+            return sent
+        return Pod.model_validate(prune("pods", sent)) if self.kind == "pods" else PodGroup.model_validate(sent)
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def done(self, wire: Wire, outcomes: Outcomes, written: Any) -> None:
+        """After it went through: its outcome for the pod, if it has one, told to `outcomes`."""
+
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         """After it was refused (or not sent: `err` is then the reason)."""
 
     def shows_volume(self, name: str, volume: PersistentVolume) -> PersistentVolume:
@@ -277,9 +263,6 @@ class GateRemoval(Call):
     def seen(self, cached: Pod | None) -> bool:
         return cached is None or not any(g.name == self.gate for g in cached.spec.scheduling_gates)
 
-    def repeats(self, older: Call, done: bool) -> bool:
-        return isinstance(older, GateRemoval) and not done
-
     def send(self, wire: Wire) -> Any:
         """JSON patch: `test` the gate list we saw, then replace it; on a lost race, re-read and retry.
 
@@ -315,9 +298,9 @@ class GateRemoval(Call):
                     raise
         raise RuntimeError(f"scheduling gate {self.gate} of {self.key}: kept changing under us")
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         if isinstance(err, ApiError):
-            wire.event(self.pod, "Warning", "FailedScheduling", f"Removing scheduling gate {self.gate}: {err.answer}")
+            outcomes.refused(self.pod, f"Removing scheduling gate {self.gate}: {err.answer}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,23 +322,6 @@ class Binding(Call):
 
     def seen(self, cached: Pod | None) -> bool:
         return cached is None or bool(cached.spec.node_name) or cached.is_terminal
-
-    def repeats(self, older: Call, done: bool) -> bool:
-        """A pod is bound once: a pass that sees it on its node already (the view shows the Binding) never
-        binds it again, and one made meanwhile is the same Binding."""
-        return isinstance(older, Binding)
-
-    def supersedes(self, older: Call) -> bool:
-        """A PodScheduled=False still queued is stale once the pod is bound: written after the Binding, it would
-        turn the bound pod's condition back to False and send a FailedScheduling Event for a scheduled pod."""
-        return isinstance(older, PodScheduled)
-
-    def follows(self, earlier: Call) -> Order:
-        if isinstance(earlier, GateRemoval | ClaimBinding | ClaimAllocation):
-            return Order.REQUIRES
-        if isinstance(earlier, PodScheduled):
-            return Order.AFTER
-        return Order.FREE
 
     def send(self, wire: Wire) -> Any:
         if wire.current_pod(self.pod).spec.scheduling_gates:
@@ -379,16 +345,16 @@ class Binding(Call):
             return replace(self, node=placed.group(1))
         return None
 
-    def done(self, wire: Wire, written: Any) -> None:
+    def done(self, wire: Wire, outcomes: Outcomes, written: Any) -> None:
         wire.hold.done(self.key)  # a nominee's Binding is answered: its preemption is over
-        if not isinstance(written, Binding):
-            wire.event(self.pod, "Normal", "Scheduled", f"Successfully assigned {self.key} to {self.node}")
+        if not isinstance(written, Binding):  # bound by someone else: not our outcome
+            outcomes.bound(self.pod, self.node)
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         wire.hold.done(self.key)
         if isinstance(err, ApiError):
             log.warning("binding failed", pod=self.key, node=self.node, status=err.status or err.answer)
-            wire.event(self.pod, "Warning", "FailedScheduling", f"Binding rejected: {err.answer}")
+            outcomes.refused(self.pod, f"Binding rejected: {err.answer}")
 
 
 def fully_bound(claim: PersistentVolumeClaim) -> bool:
@@ -421,15 +387,6 @@ class ClaimBinding(Call):
     operation: ClassVar[str] = "bind_volumes"
     lane: ClassVar[str] = "volumes"
     told: ClassVar[bool] = True
-
-    def repeats(self, older: Call, done: bool) -> bool:
-        return isinstance(older, ClaimBinding)
-
-    def follows(self, earlier: Call) -> Order:
-        """After the pod's gate removal; not after a queued PodScheduled (see `ClaimAllocation.follows`)."""
-        if isinstance(earlier, GateRemoval):
-            return Order.REQUIRES
-        return Order.FREE
 
     def volume_names(self) -> tuple[str, ...]:
         return tuple(volume.metadata.name for _, volume in self.volumes.bindings)
@@ -571,10 +528,9 @@ class ClaimBinding(Call):
                 return False
         return True
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         if isinstance(err, ApiError | Failed):
-            note = f'running PreBind plugin "VolumeBinding": {err.answer}'
-            wire.event(self.pod, "Warning", "FailedScheduling", note)
+            outcomes.refused(self.pod, f'running PreBind plugin "VolumeBinding": {err.answer}')
 
 
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -609,16 +565,6 @@ class ClaimAllocation(Call):
     operation: ClassVar[str] = "allocate_claims"
     lane: ClassVar[str] = "volumes"
     told: ClassVar[bool] = True
-
-    def repeats(self, older: Call, done: bool) -> bool:
-        return isinstance(older, ClaimAllocation)
-
-    def follows(self, earlier: Call) -> Order:
-        """After the pod's gate removal and volume binding; not after a queued PodScheduled, which the Binding that
-        follows this call supersedes: ended with it, this call would not be sent, and the Binding would."""
-        if isinstance(earlier, GateRemoval | ClaimBinding):
-            return Order.REQUIRES
-        return Order.FREE
 
     def resource_claim_keys(self) -> tuple[str, ...]:
         return tuple(write.claim.key for write in self.writes)
@@ -674,16 +620,15 @@ class ClaimAllocation(Call):
         stored: ResourceClaim | None = wire.stored("resourceclaims", claim.key)
         return stored if stored is not None and version(stored) >= version(claim) else claim
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         if isinstance(err, ApiError | Failed):
-            note = f'running PreBind plugin "DynamicResources": {err.answer}'
-            wire.event(self.pod, "Warning", "FailedScheduling", note)
+            outcomes.refused(self.pod, f'running PreBind plugin "DynamicResources": {err.answer}')
 
 
 @dataclass(frozen=True, slots=True)
 class Nomination(Call):
     """`status.nominatedNodeName` ("" clears it): shown at once, written by the preemption workers in parallel
-    with the victims' writes (one after another they held a gang's pass for 4-5 s, issue 12)."""
+    with the victims' writes: one after another they held a gang's pass for seconds."""
 
     pod: Pod = field(compare=False)
     node: str = ""
@@ -701,12 +646,6 @@ class Nomination(Call):
     def seen(self, cached: Pod | None) -> bool:
         return cached is None or (cached.status.nominated_node_name or "") == self.node
 
-    def merge(self, older: Call) -> Call | None:
-        return self if isinstance(older, Nomination) else None
-
-    def follows(self, earlier: Call) -> Order:
-        return Order.AFTER if isinstance(earlier, Nomination) else Order.FREE
-
     def send(self, wire: Wire) -> Any:
         body = {"status": {"nominatedNodeName": self.node or None}}
         try:
@@ -720,7 +659,7 @@ class Nomination(Call):
         except NotFound:
             return None
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         wire.hold.done(self.key)
 
 
@@ -735,12 +674,9 @@ class PodCondition(Call):
     operation: ClassVar[str] = "set_condition"
     lane: ClassVar[str] = "preemption"
 
-    def merge(self, older: Call) -> Call | None:
-        same = isinstance(older, PodCondition) and older.condition.type == self.condition.type
-        return self if same else None
-
-    def follows(self, earlier: Call) -> Order:
-        return Order.AFTER if isinstance(earlier, PodCondition) else Order.FREE
+    @property
+    def part(self) -> str:
+        return self.condition.type
 
     def send(self, wire: Wire) -> Any:
         current = wire.current_pod(self.pod)
@@ -764,7 +700,8 @@ class PodCondition(Call):
 @dataclass(frozen=True, slots=True)
 class PodScheduled(PodCondition):
     """PodScheduled=False with why (ours, to inform users): the one worker of its lane writes the newest asked
-    for each pod, once no preemption is under way, and a `FailedScheduling` Event with it, as kube-scheduler."""
+    for each pod, once no preemption is under way; the condition written is its outcome (which kube-scheduler
+    tells in a `FailedScheduling` Event)."""
 
     lane: ClassVar[str] = "pod-conditions"
     held: ClassVar[bool] = True
@@ -773,11 +710,11 @@ class PodScheduled(PodCondition):
     def send(self, wire: Wire) -> Any:
         if self.condition.status == "False" and wire.bound(self.key):
             return None  # bound since the pass that asked for it: stale
-        written = PodCondition.send(self, wire)
-        c = self.condition
-        if written is not None and (c.type, c.status, c.reason) == ("PodScheduled", "False", "Unschedulable"):
-            wire.event(self.pod, "Warning", "FailedScheduling", c.message or "")
-        return written
+        return PodCondition.send(self, wire)
+
+    def done(self, wire: Wire, outcomes: Outcomes, written: Any) -> None:
+        if written is not None:  # None: it changed nothing, or was stale
+            outcomes.condition_written(self.pod, self.condition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -814,11 +751,6 @@ class Deletion(Call):
         meta = cached.metadata
         return meta.deletion_timestamp is not None and bool(meta.deletion_grace_period_seconds or meta.finalizers)
 
-    def follows(self, earlier: Call) -> Order:
-        if isinstance(earlier, PodCondition) and not isinstance(earlier, PodScheduled):
-            return Order.REQUIRES
-        return Order.FREE
-
     def send(self, wire: Wire) -> Any:
         meta = self.pod.metadata
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.uid}}
@@ -831,7 +763,7 @@ class Deletion(Call):
             wire.hold.done(self.key, meta.uid or "")
         return None
 
-    def refused(self, wire: Wire, err: BaseException) -> None:
+    def refused(self, wire: Wire, outcomes: Outcomes, err: BaseException) -> None:
         wire.hold.done(self.key)
 
 
@@ -848,12 +780,9 @@ class PodGroupCondition(Call):
     lane: ClassVar[str] = "podgroup-conditions"
     quiet: ClassVar[bool] = True
 
-    def merge(self, older: Call) -> Call | None:
-        same = isinstance(older, PodGroupCondition) and older.condition.type == self.condition.type
-        return self if same else None
-
-    def follows(self, earlier: Call) -> Order:
-        return Order.AFTER if isinstance(earlier, PodGroupCondition) else Order.FREE
+    @property
+    def part(self) -> str:
+        return self.condition.type
 
     def send(self, wire: Wire) -> Any:
         current = wire.current_group(self.group)
@@ -901,8 +830,9 @@ class PodGroupAnnotation(Call):
     owed: ClassVar[bool] = True
     quiet: ClassVar[bool] = True
 
-    def merge(self, older: Call) -> Call | None:
-        return self if isinstance(older, PodGroupAnnotation) and older.name == self.name else None
+    @property
+    def part(self) -> str:
+        return self.name
 
     def send(self, wire: Wire) -> Any:
         current = wire.current_group(self.group)
@@ -932,9 +862,10 @@ def _reference(obj: ApiModel) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class EventCall(Call):
-    """An events.k8s.io/v1 Event, best effort: a lost Event never stops scheduling. Events are namespaced: one
-    about a cluster-scoped object (a PriorityClass, a Queue, a Node) goes to `default`, where kube-apiserver
-    accepts it (only `default` or `kube-system` pass validation). They wait while a preemption is under way."""
+    """An events.k8s.io/v1 Event, best effort: a lost Event never stops scheduling, so it is tried fewer times and
+    stays out of the ledger (`events.py` sends it). Events are namespaced: one about a cluster-scoped object (a
+    PriorityClass, a Queue, a Node) goes to `default`, where kube-apiserver accepts it (only `default` or
+    `kube-system` pass validation). They wait while a preemption is under way."""
 
     body: dict[str, Any] = field(compare=False, default_factory=dict)
 
@@ -942,6 +873,7 @@ class EventCall(Call):
     operation: ClassVar[str] = "event"
     lane: ClassVar[str] = "events"
     held: ClassVar[bool] = True
+    attempts: ClassVar[int] = 3
 
     @staticmethod
     def of(
@@ -981,6 +913,3 @@ class EventCall(Call):
             self.body,
         )
         return None
-
-    def refused(self, wire: Wire, err: BaseException) -> None:
-        log.warning("event not recorded", regarding=self.body["regarding"].get("name"), error=type(err).__name__)

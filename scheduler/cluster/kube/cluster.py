@@ -2,18 +2,19 @@
 
 - The view (`view.py`): informers, plus the overlay of what the ledger holds in flight, give `objects()`.
 - The write path: each `Cluster` write makes a typed call (`calls.py`) and hands it to the dispatcher
-  (`dispatcher.py`), which queues it per object, coalesces, sends it from its lane of workers with retries
-  while this replica leads, and records the result in the ledger (`scheduler/framework/ledger.py`): the one
-  record of the writes in flight, which the view shows and the runner reads refusals from.
+  (`dispatcher.py`), which orders it per object and coalesces it (`order.py`), sends it from its lane of workers
+  over the sender (`sender.py`: retries, the Lease), and records the result in the ledger
+  (`scheduler/framework/ledger.py`): the one record of the writes in flight, which the view shows and the runner
+  reads refusals from. What a write came to for its pod goes to the `Outcomes` the back end is given, which
+  records it as Events (`events.py`), as the memory back end's does.
 
 So a pass never waits on the API: it writes, and the next `objects()` already shows what it wrote. A write
 refused in the background fails only its unit (docs/DESIGN.md, invariant 7): the ledger names the unit, a
-Binding's or a gate removal's Warning Event tells the pod why, and the pod shows pending again. `bind` never
+Binding's or a gate removal's refused outcome tells the pod why, and the pod shows pending again. `bind` never
 raises for a pod already bound: the view shows it where it went, as the memory back end does.
 
-Like kube-scheduler, the back end reports `Scheduled` after each Binding and `FailedScheduling` when a pod's
-PodScheduled condition turns Unschedulable (or its message changes); Events and PodScheduled messages wait
-while a preemption is under way (`hold.py`), so its own writes have the API server to themselves.
+Events and PodScheduled messages wait while a preemption is under way (`hold.py`), so its own writes have the
+API server to themselves.
 """
 
 from __future__ import annotations
@@ -22,16 +23,13 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from kubernetes import client
 
-from kube.informer import Informer
-from kube.transport import JSON, Transport
+from kube.transport import Transport
 from scheduler.api.meta import ApiModel, Condition
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
-from scheduler.api.wire import prune
 from scheduler.cluster.kube.backpressure import Backpressure
 from scheduler.cluster.kube.calls import (
     BIND_TIMEOUT_SECONDS,
@@ -40,7 +38,6 @@ from scheduler.cluster.kube.calls import (
     ClaimAllocation,
     ClaimBinding,
     Deletion,
-    EventCall,
     GateRemoval,
     Nomination,
     PodCondition,
@@ -48,12 +45,14 @@ from scheduler.cluster.kube.calls import (
     PodGroupCondition,
     PodScheduled,
     merge_condition,
-    version,
 )
-from scheduler.cluster.kube.dispatcher import Dispatcher, NotLeader
+from scheduler.cluster.kube.dispatcher import Dispatcher
+from scheduler.cluster.kube.events import Events
 from scheduler.cluster.kube.hold import PreemptionHold
-from scheduler.cluster.kube.lanes import Stopped
+from scheduler.cluster.kube.lanes import Stopped, lanes_of
+from scheduler.cluster.kube.sender import NotLeader, Sender
 from scheduler.cluster.kube.view import KubeView
+from scheduler.cluster.outcomes import OutcomeEvents
 from scheduler.framework.cluster import ClusterObjects, object_key, unit_of
 from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.ledger import Ledger
@@ -90,17 +89,13 @@ class KubeCluster:
         self.changed = self.view.changed
         self.pods = self.view.pods
         self.informers = self.view.informers
-        self._transport = Transport(api, request_timeout_seconds)
+        self.sender = Sender(Transport(api, request_timeout_seconds), self.view, self.hold, may_write, on_api_call)
+        lanes = lanes_of({"bindings": binding_workers, "preemption": preemption_workers})
+        self.events = Events(lanes["events"], self.sender, self.identity)
         self.dispatcher = Dispatcher(
-            self._transport,
-            self.ledger,
-            may_write,
-            context=self,
-            on_api_call=on_api_call,
-            on_refused=self.changed.set,
-            workers={"bindings": binding_workers, "preemption": preemption_workers},
+            self.sender, OutcomeEvents(self.events.record), self.ledger, lanes, on_refused=self.changed.set
         )
-        self.backpressure = Backpressure(self.dispatcher.lanes["bindings"])
+        self.backpressure = Backpressure(lanes["bindings"])
 
     # lifecycle
 
@@ -114,7 +109,7 @@ class KubeCluster:
         From here no write is retried and nothing waits for a preemption (`hold.py`): a PodScheduled message
         or an Event that was waiting for one is not sent. Writes on the wire go on; `stop` waits for them.
         """
-        self.dispatcher.stopping.set()
+        self.sender.stopping.set()
         self.hold.release()
         self.dispatcher.stop_writing()
 
@@ -123,7 +118,7 @@ class KubeCluster:
         wire, and the owed ones, are finished by `deadline` (`time.monotonic()`; default: one request
         timeout from now), then the watches closed. A leader hands its Lease back before this step; a write
         that would follow one on the wire (a victim's deletion after its DisruptionTarget, a Binding after
-        its gate removal) is not sent once stopping began: the next leader decides it anew (issue 24)."""
+        its gate removal) is not sent once stopping began: the next leader decides it anew."""
         if deadline is None:
             deadline = time.monotonic() + self.request_timeout_seconds
         self.stop_writing()
@@ -146,65 +141,6 @@ class KubeCluster:
 
     def objects(self) -> ClusterObjects:
         return self.view.objects()
-
-    # the wire the calls are sent over (`calls.Wire`)
-
-    def request(
-        self, call: Call, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON
-    ) -> Any:
-        return self.dispatcher.request(call, route, path, body, content_type)
-
-    def read(self, route: Callable[..., Any], path: str) -> Any:
-        return self._transport.request(route, path)
-
-    def current_pod(self, pod: Pod) -> Pod:
-        current: Pod = self.view.current(f"pods/{object_key(pod)}", pod)
-        return current
-
-    def current_group(self, group: PodGroup) -> PodGroup:
-        current: PodGroup = self.view.current(f"podgroups/{object_key(group)}", group)
-        return current
-
-    def newer_group(self, seen: PodGroup) -> PodGroup | None:
-        """After a 409: the group as the watch delivers it once it is newer than `seen`, or None when it does
-        not come within a few seconds (the next pass writes the condition again).
-
-        The watch, not a GET, so the scheduler needs no `get` on PodGroups: the write that lost the race was
-        someone else's, and the informer sees it within milliseconds.
-        """
-        deadline = time.monotonic() + 3.0
-        while not self.dispatcher.stopping.is_set() and time.monotonic() < deadline:
-            current = self.current_group(seen)
-            if version(current) > version(seen):
-                return current
-            self.dispatcher.stopping.wait(0.02)
-        return None
-
-    def bound(self, key: str) -> bool:
-        return self.view.bound(key)
-
-    def stored(self, kind: str, key: str) -> Any:
-        informers: dict[str, Informer[Any]] = {
-            "pods": self.view.pods,
-            "nodes": self.view.nodes,
-            "persistentvolumes": self.view.volumes,
-            "persistentvolumeclaims": self.view.claims,
-            "resourceclaims": self.view.resource_claims,
-        }
-        return informers[kind].get(key)
-
-    def pause(self, seconds: float) -> bool:
-        return not self.dispatcher.stopping.wait(seconds)
-
-    def model(self, call: Call, sent: Any) -> Any:
-        """What a call's `send` returned, with the object the server wrote parsed as the view shows it (in the
-        worker: an answer our models cannot read fails that write, not a pass)."""
-        if not isinstance(sent, dict):
-            return sent
-        return Pod.model_validate(prune("pods", sent)) if call.kind == "pods" else PodGroup.model_validate(sent)
-
-    def event(self, regarding: ApiModel, event_type: str, reason: str, note: str) -> None:
-        self.record_event(regarding, event_type, reason, note)
 
     # writes (the `Cluster` Protocol)
 
@@ -240,10 +176,10 @@ class KubeCluster:
 
     def remove_scheduling_gate(self, pod: Pod, gate: str, unit: str | None = None) -> None:
         """Shown without the gate now; sent by a gate worker (one patch per gang member, sent synchronously,
-        cost the loop ~7 ms each, issue 7 benchmark)."""
+        cost the loop milliseconds each)."""
         if not self.may_write():
             raise NotLeader("remove_gate")
-        current = self.current_pod(pod)
+        current = self.sender.current_pod(pod)
         key = object_key(pod)
         if not any(g.name == gate for g in current.spec.scheduling_gates):
             return
@@ -256,7 +192,7 @@ class KubeCluster:
             raise NotLeader("nominate")
         key = object_key(pod)
         nominee = node_name or ""
-        current = self.current_pod(pod)
+        current = self.sender.current_pod(pod)
         with self.ledger.lock:
             shown = self.view.show_pod(key, current)
         if (shown.status.nominated_node_name or "") == nominee:
@@ -271,7 +207,7 @@ class KubeCluster:
         """PodScheduled goes to its own lane (it only informs, and the newest wins); any other condition (a
         victim's DisruptionTarget) to the preemption workers, and the victim's deletion (`delete_pod`) is sent
         only once it went through, as upstream's preemption executor does."""
-        current = self.current_pod(pod)
+        current = self.sender.current_pod(pod)
         if merge_condition(current.status.conditions, condition, self.now()) is None:
             return
         key = object_key(pod)
@@ -281,14 +217,14 @@ class KubeCluster:
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
         if not self.may_write():
             raise NotLeader("set_group_condition")
-        if merge_condition(self.current_group(group).status.conditions, condition, self.now()) is not None:
+        if merge_condition(self.sender.current_group(group).status.conditions, condition, self.now()) is not None:
             key = object_key(group)
             self.dispatcher.add(PodGroupCondition(key, group_unit(key), group=group, condition=condition))
 
     def annotate_pod_group(self, group: PodGroup, key: str, value: str) -> None:
         if not self.may_write():
             raise NotLeader("annotate_group")
-        if self.current_group(group).metadata.annotations.get(key) != value:
+        if self.sender.current_group(group).metadata.annotations.get(key) != value:
             at = object_key(group)
             self.dispatcher.add(PodGroupAnnotation(at, group_unit(at), group=group, name=key, value=value))
 
@@ -305,6 +241,4 @@ class KubeCluster:
         self, regarding: ApiModel, event_type: str, reason: str, note: str, related: ApiModel | None = None
     ) -> None:
         """events.k8s.io/v1, best effort: a lost Event must never stop scheduling; none without the Lease."""
-        if not self.may_write():
-            return
-        self.dispatcher.add(EventCall.of(regarding, event_type, reason, note, related, self.identity, self.now()))
+        self.events.record(regarding, event_type, reason, note, related)

@@ -3,10 +3,10 @@
 Each kind of write has a lane of its own, so no kind waits behind another: Bindings, gate removals,
 preemption writes, PodScheduled conditions, PodGroup writes, Events. A lane's threads all exist before
 its first task: `ThreadPoolExecutor` started a thread on each submit that found none idle, and a gang's
-first preemption waited 0.12 s while 32 of them started one after another (issue 12). They are daemon
+first preemption waited 0.12 s while 32 of them started one after another. They are daemon
 threads, so a write stuck on an API server that stopped answering never keeps the process alive.
 
-Stopping (issue 24) is one rule for every lane (`Lanes`): take no more work and drop what is only
+Stopping is one rule for every lane (`Lanes`): take no more work and drop what is only
 queued; let what a worker already took, and what is owed, run to its end, by a deadline. What is
 dropped is what the next leader derives again from the cluster: a PodScheduled message, an Event, a
 Binding or a victim it decides anew. A task the next leader cannot derive is submitted `owed` and is
@@ -175,3 +175,28 @@ class Lanes:
         self.drop_queued()
         unfinished = {lane.name: count for lane in self._lanes if (count := lane.wait(deadline))}
         return Stopped(dict(self._dropped), unfinished)
+
+
+LANES = (
+    ("bindings", 16, None),
+    ("volumes", 32, None),
+    ("gate-removals", 4, None),
+    ("preemption", 32, None),
+    ("podgroup-conditions", 1, None),
+    ("podgroup-starts", 4, None),
+    ("pod-conditions", 1, None),
+    ("events", 16, 10_000),
+)
+"""Lane, workers, queue limit. A volume worker waits for the PV controller (and a provisioner) to bind a pod's claims,
+seconds or, with no provisioner running, until the bind timeout: 32 pods' claims wait at once, the next ones queue
+behind them (their pods held on their nodes all the while). One worker for PodGroup conditions keeps the conditions
+written to a group in order; one for PodScheduled writes (they only inform); four for min-runtime starts, apart from
+the conditions: 200 gangs starting at once queued 400 writes on one thread, and a start written seconds late leaves
+its gang without protection meanwhile. As many for Events (`events.py`) as for Bindings: each Binding is followed by
+its `Scheduled` Event, and Events need no order. With one worker, a 10,000-node stream of ~300 pods a second filled
+the lane and dropped three Events in four."""
+
+
+def lanes_of(workers: dict[str, int]) -> dict[str, Lane]:
+    """The back end's lanes, by name, with `workers` overriding `LANES`' counts."""
+    return {name: Lane(name, workers.get(name, count), limit) for name, count, limit in LANES}

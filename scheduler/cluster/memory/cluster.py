@@ -3,7 +3,9 @@
 Writes behave as the real ones do for the scheduler: a bound pod starts running at once; a deleted
 pod that runs on a node keeps its resources until its grace period (`terminationGracePeriodSeconds`,
 default 30 s) has passed on the virtual clock, then disappears; a pending pod, or one deleted with a
-grace period of 0, is deleted at once (counted in `removed`, so the driver wakes the scheduler for it).
+grace period of 0, is deleted at once (counted in `removed`, so the driver wakes the scheduler for it). What a
+write came to for its pod (bound, its PodScheduled condition changed) is told to the same `Outcomes` as the kube
+back end's, so the Events recorded are the same (`Scheduled`, `FailedScheduling`).
 Every write replaces the object (copy-on-write) and bumps `resourceVersion`, as the API server
 does, so readers holding old objects see a consistent past. Every pod write is numbered (`kube.marks`, as
 the kube back end's informer numbers its changes), so a pass compares only the pods written since the last
@@ -53,6 +55,7 @@ from scheduler.api.persistent_volume_claim import (
 from scheduler.api.pod import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from scheduler.api.pod_group import PodGroup
 from scheduler.cluster.memory.claim_controller import made_claims, released
+from scheduler.cluster.outcomes import OutcomeEvents
 from scheduler.framework.cluster import ClusterObjects, WriteRefused, device_table, object_key, storage_table
 from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.ledger import Ledger
@@ -108,6 +111,7 @@ class MemoryCluster:
         self.events: list[RecordedEvent] = []
         self.preemptions: list[Preemption] = []
         self.gates_removed: list[tuple[str, str, datetime]] = []
+        self.outcomes = OutcomeEvents(self.record_event)
         self.ledger: Ledger[Any] = Ledger()
         """Always empty: every write here is made before the call returns, or refused by raising `WriteRefused`."""
         self.removed = 0
@@ -272,6 +276,7 @@ class MemoryCluster:
             )
         )
         self.bindings.append(BindingRecord(pod.key, node_name, self._now))
+        self.outcomes.bound(current, node_name)
 
     def bind_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes, unit: str | None = None) -> None:
         """As the Kubernetes back end, with the PV controller and the provisioners done at once (the module
@@ -410,6 +415,12 @@ class MemoryCluster:
         current = self._current(pod)
         if current is None:
             return
+        was = current.condition(condition.type)
+        changed = was is None or (was.status, was.reason, was.message) != (
+            condition.status,
+            condition.reason,
+            condition.message,
+        )
         conditions = [c for c in current.status.conditions if c.type != condition.type] + [condition]
         self._put(
             current.model_copy(
@@ -419,6 +430,8 @@ class MemoryCluster:
                 }
             )
         )
+        if changed and condition.type == "PodScheduled":
+            self.outcomes.condition_written(current, condition)
 
     def set_pod_group_condition(self, group: PodGroup, condition: Condition) -> None:
         current = self._objects.pod_groups.get(group.key)

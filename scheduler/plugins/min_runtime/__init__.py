@@ -1,4 +1,4 @@
-"""Min-runtime protection: the victim filter, the queue-tree resolver and the elastic-group validator."""
+"""Min-runtime protection: the victim filter and the start it counts from, the queue walk, the elastic validator."""
 
 from scheduler.plugins.min_runtime.elastic import ElasticMinRuntime
 from scheduler.plugins.min_runtime.plugin import MinRuntime

@@ -7,11 +7,18 @@ unit that never started is unprotected. A `PodGroup`-mode unit is judged as a wh
 members of an elastic group pass here and `ElasticMinRuntime` checks the plan instead, so the
 search may still take the members above `minCount`. An unusable duration (on a Queue or in the
 SchedulerConfiguration) counts as 0; `warnings` names it, and the runner reports it once.
+
+The start is written here too (PostBind): a PodGroup starts running when it goes from fewer than `minCount` bound
+members to at least that many, and its `last-start-timestamp` annotation is set to that cycle's time.
 """
 
 from __future__ import annotations
 
-from scheduler.framework.interfaces import ConfigurationWarning
+from scheduler.api.meta import rfc3339
+from scheduler.api.pod_group import LAST_START_ANNOTATION
+from scheduler.framework.cluster import Cluster
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import ConfigurationWarning, Placement
 from scheduler.framework.pod_info import SchedulingUnit, VictimUnit, unit_queue
 from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.status import SUCCESS, Status, unschedulable
@@ -25,7 +32,8 @@ QUEUE_CYCLE = "QueueCycle"
 
 
 class MinRuntime:
-    """VictimFilter: spares units still inside their min-runtime against this preemptor (see module doc)."""
+    """VictimFilter: spares units still inside their min-runtime against this preemptor; PostBind: records when a
+    PodGroup started (see module doc)."""
 
     name = NAME
 
@@ -42,6 +50,11 @@ class MinRuntime:
         if found is None:
             return SUCCESS
         return unschedulable(found.message(victim.key, snapshot.now), until=found.until)
+
+    def post_bind(self, state: CycleState, placement: Placement, snapshot: Snapshot, cluster: Cluster) -> None:
+        unit = placement.unit
+        if unit.group is not None and placement.bound_before < unit.min_count:
+            cluster.annotate_pod_group(unit.group, LAST_START_ANNOTATION, rfc3339(snapshot.now))
 
     def warnings(self, snapshot: Snapshot) -> list[ConfigurationWarning]:
         """Unusable defaults, queues with unusable durations or broken parents, running units naming unknown queues."""
