@@ -932,6 +932,8 @@ def _unschedulable_message(ctx: _Context, rows: IntArray) -> str:
     pre = ctx.inp.preemptor
     if not pre.is_group:
         return "no node fits the pod even after preempting every lower-priority unit on it"
+    if ctx.inp.domains:
+        return _domains_message(ctx, rows)
     placed = _place(
         ctx.shapes,
         len(pre.members),
@@ -943,6 +945,39 @@ def _unschedulable_message(ctx: _Context, rows: IntArray) -> str:
     return (
         f"removing every lower-priority unit places {placed} of {len(pre.members)} members; "
         f"the gang needs {pre.min_count}"
+    )
+
+
+DOMAINS_NAMED = 4
+"""Domains named in a message (the closest); the rest are counted."""
+
+
+def _domains_message(ctx: _Context, rows: IntArray) -> str:
+    """Why no topology domain can take the group: how many members each would place with every lower-priority
+    unit in it removed, the closest first (a few named, the rest counted)."""
+    inp, pre = ctx.inp, ctx.inp.preemptor
+    at = inp.pod_node[rows]
+    found = []
+    for domain in inp.domains:
+        inside = rows[np.isin(at, domain.nodes)]
+        shapes = [_Shape(s.members, s.request, s.mask[domain.nodes]) for s in ctx.shapes]
+        local = _local(domain.nodes, inp.pod_node[inside], len(inp.node_names))
+        placed = _place(
+            shapes,
+            len(pre.members),
+            inp.free[domain.nodes],
+            local,
+            inp.pod_requests[inside],
+            ctx.unit_priority[inp.pod_unit[inside]],
+        ).placed
+        found.append((placed, domain.name))
+    found.sort(key=lambda f: -f[0])
+    named = [f"{name}: {placed} of {pre.min_count}" for placed, name in found[:DOMAINS_NAMED]]
+    if len(found) > DOMAINS_NAMED:
+        named.append(f"{len(found) - DOMAINS_NAMED} more, none closer")
+    return (
+        f"no topology domain can take {pre.min_count} members even with every lower-priority unit in it removed "
+        f"({'; '.join(named)})"
     )
 
 

@@ -127,6 +127,18 @@ def pool(phalanx: Stack, request: pytest.FixtureRequest) -> Iterator[Pool]:
     made.teardown()
 
 
+@pytest.fixture(scope="module")
+def kube_scheduler(
+    request: pytest.FixtureRequest, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeScheduler]:
+    """kube-scheduler 1.36.2 beside Phalanx, one per module that compares with it (`differential/kube_scheduler.py`):
+    its own scheduler name, so each test chooses which pods it takes."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    started = KubeScheduler(control_plane, tmp_path_factory.mktemp(f"kube-scheduler-{name}")).start()
+    yield started
+    started.stop()
+
+
 @pytest.fixture
 def sides(pool: Pool, kube_scheduler: KubeScheduler) -> Iterator[dict[str, Side]]:
     """Both schedulers' copies of a scenario (`sides.py`); the module brings its own `kube_scheduler` fixture."""

@@ -12,12 +12,11 @@ the one scoring prefers (more free CPU, so `LeastAllocated` and `BalancedAllocat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.control_plane import ControlPlane, Json
-from tests.e2e.differential.kube_scheduler import KubeScheduler
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import Pool
 from tests.e2e.sides import QUIET_SECONDS, Side, on_both, preemption_words, settled
 from tests.polling import wait_for
@@ -28,13 +27,6 @@ ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 PORTS = "node(s) didn't have free ports for the requested pod ports"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
-    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler-constraints")).start()
-    yield started
-    started.stop()
 
 
 def anti_affinity(app: str) -> Json:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.control_plane import ControlPlane, Json
+from tests.e2e.control_plane import Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import NATIVE, SCHEDULER_NAME, Pool
@@ -35,13 +35,6 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 FIT_ERROR = re.compile(r"0/\d+ nodes are available: [^.]*")
 """The part of a PodScheduled message that says why each node was rejected."""
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
-    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler-devices")).start()
-    yield started
-    started.stop()
 
 
 Allocation = tuple[list[tuple[str, str, str, str]], list[str], str | None]

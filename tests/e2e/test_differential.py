@@ -43,7 +43,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.control_plane import ControlPlane
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import (
     KUBE_SCHEDULER,
@@ -274,13 +273,6 @@ PROTECTION_REGRESSIONS = [
 ]
 
 _serial = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
-    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler")).start()
-    yield started
-    started.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,25 +11,14 @@ out of is where pod-by-pod scoring (LeastAllocated) sends the first members.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
-
-from tests.e2e.control_plane import ControlPlane, Json
-from tests.e2e.differential.kube_scheduler import KubeScheduler
+from tests.e2e.control_plane import Json
 from tests.e2e.objects import Pool
 from tests.e2e.sides import QUIET_SECONDS, Side, settled
 from tests.polling import wait_for
 
 RACK = "e2e.phalanx.dev/rack"
 NATIVE = "scheduling.k8s.io/v1alpha2"
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
-    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler-topology")).start()
-    yield started
-    started.stop()
 
 
 def racks(side: Side, layout: dict[str, list[str]]) -> None:

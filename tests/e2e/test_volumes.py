@@ -11,24 +11,13 @@ plane, so both schedulers wait, their pods unbound, until the test provisions as
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from functools import partial
 
-import pytest
-
-from tests.e2e.control_plane import ControlPlane, Json
+from tests.e2e.control_plane import Json
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import SCHEDULER_NAME, Pool
 from tests.polling import wait_for
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeScheduler]:
-    started = KubeScheduler(control_plane, tmp_path_factory.mktemp("kube-scheduler-volumes")).start()
-    yield started
-    started.stop()
-
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 FOR = "e2e.phalanx.dev/for"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_node, make_pod, make_podgroup, yaml_documents
+from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
 from tests.scheduler.test_simulate_cli import EXAMPLES, simulate, write
 
 RACK = "topology.example.com/rack"
@@ -103,3 +103,20 @@ def test_the_example_preempts_in_the_rack_whose_victims_cost_least(capsys: pytes
     assert sorted(p["victim"] for p in report["preemptions"]) == [f"ml/old-run-{i}" for i in range(4)]
     (decision,) = [d for d in report["decisions"] if d["preemptor"] == "podgroup/ml/llama"]
     assert decision["message"].endswith("in topology.example.com/rack=a"), decision["message"]
+
+
+def test_preemption_says_what_each_rack_could_take(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each rack holds two of the three members even with its priority-10 pod gone: nothing is preempted, and the
+    reason says so per rack."""
+    objects: list[object] = [make_priority_class("low", 10).obj(), make_priority_class("high", 1000).obj()]
+    for rack in ("a", "b"):
+        objects += [
+            rack_node(f"{rack}0", rack, "4"),
+            make_pod(f"low-{rack}").req(cpu="2").priority_class("low").on(f"{rack}0").obj(),
+        ]
+    bound, pending = placed(tmp_path, capsys, *objects, *gang("train", 3, 3, "2", RACK, priority="high"))
+    assert bound == {}, bound
+    assert (
+        "no topology domain can take 3 members even with every lower-priority unit in it removed"
+        f" ({RACK}=a: 2 of 3; {RACK}=b: 2 of 3)"
+    ) in pending["train-0"], pending
