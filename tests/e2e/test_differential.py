@@ -195,6 +195,29 @@ REGRESSIONS = [
         (0, 20, 20, 1),
         id="fuzz seed 2026 #161: a gang takes the one pod that makes room for both members",
     ),
+    pytest.param(
+        Scenario(
+            nodes=(8, 8),
+            running=(
+                Running("g0-0", node=0, cpu=3, priority=50, group="g0", started_minutes=120),
+                Running("g0-1", node=0, cpu=1, priority=50, group="g0", started_minutes=120),
+                Running("g0-2", node=1, cpu=3, priority=50, group="g0", budget="b0", started_minutes=120),
+                Running("g1-0", node=1, cpu=1, priority=30, group="g1"),
+                Running("g1-1", node=1, cpu=3, priority=30, group="g1", budget="b0"),
+                Running("p0", node=0, cpu=4, priority=50, started_minutes=5),
+                Running("p1", node=1, cpu=1, priority=20, budget="b0"),
+            ),
+            preemptor=Preemptor("pod", pods=1, cpu=1, priority=1000),
+            groups=(
+                Group("g0", priority=50, min_count=2, started_minutes=120),
+                Group("g1", priority=30, min_count=2, mode="PodGroup"),
+            ),
+            budgets=(Budget("b0", min_available=2),),
+            name="seed 885950 #5",
+        ),
+        (0, 20, 20, 1),
+        id="fuzz seed 885950 #5: the PDB's one allowance goes to the cheapest pod it selects, not to the costliest",
+    ),
 ]
 
 PROTECTION_REGRESSIONS = [

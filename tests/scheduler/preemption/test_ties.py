@@ -52,6 +52,16 @@ CASES = [
         Case([0], [cpu(1, 10, ((0, 1),)), cpu(1, 10, ((0, 1),))], allowed=(1,), want_cost=(1, 10, 20, 2)),
         id="a violation counts the pods beyond the allowance",
     ),
+    pytest.param(
+        Case(
+            [7],
+            [cpu(3, 50, ((0, 1),)), Unit((4,), 30, 2, ((0, 1),)), cpu(1, 20, ((0, 1),))],
+            allowed=(1,),
+            want_kept=[True, True, False],
+            want_cost=(0, 20, 20, 1),
+        ),
+        id="fuzz seed 885950 #5: the allowance used up least important first leaves the cheapest pod as the victim",
+    ),
 ]
 
 
@@ -88,3 +98,12 @@ def test_never_costlier_than_either_order_of_a_tie(scenario: tuple[list[int], li
     for pair in itertools.permutations((first, first + 1)):
         order = [*range(first), *pair, *range(first + 2, len(units))]
         assert best <= ties.select(room, units, order, allowed).cost
+
+
+@settings(max_examples=300, deadline=None)
+@given(one_tie())
+def test_never_costlier_than_upstreams_pdb_order(scenario: tuple[list[int], list[Unit], tuple[int, ...]]) -> None:
+    """The allowances used up either way, the result costs no more than kube-scheduler's own selection."""
+    room, units, allowed = scenario
+    order = list(range(len(units)))
+    assert ties.cheapest(room, units, allowed).cost <= ties.select(room, units, order, allowed).cost
