@@ -26,7 +26,7 @@ deletes only the member it needs); ties go to the cheaper victims rather than to
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -308,27 +308,28 @@ def _search(inp: SearchInput) -> Decision:
     pod_pdbs = _pdbs_by_pod(inp)
     pdb_rows = np.array(sorted(pod_pdbs), dtype=np.int64)
     ctx = _Context(inp, unit_priority, by_unit, bounds, pod_pdbs, shapes, member_shape, pdb_rows)
-    search_in = _search_cluster if pre.is_group else _search_node
-    results: list[_DomainResult] = []
-    for level in _levels(inp):
-        found = ((search_in(ctx, dom, dom_rows), name) for dom, dom_rows, name in _domains(ctx, rows, level))
-        results = [replace(r, name=name) for r, name in found if r is not None]
-        if results:
-            break
-    if not results:
-        return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
-    if pre.is_group and not inp.domains and (other := _pod_by_pod(ctx, rows, results[0])) is not None:
-        results.append(other)
-    results.sort(key=lambda r: r.score)
+    if pre.is_group and inp.domains:
+        ranked: Iterable[_DomainResult] = _cheapest_domains(ctx, rows)
+        results: list[_DomainResult] = []
+    else:
+        search_in = _search_cluster if pre.is_group else _search_node
+        results = [r for dom, dom_rows, _ in _domains(ctx, rows, 0) if (r := search_in(ctx, dom, dom_rows)) is not None]
+        if results and pre.is_group and (other := _pod_by_pod(ctx, rows, results[0])) is not None:
+            results.append(other)
+        results.sort(key=lambda r: r.score)
+        ranked = results
     rejection: tuple[Status, tuple[str, ...]] | None = None
-    for result in results:
+    for result in ranked:
+        if ranked is not results:
+            results.append(result)
         keys = tuple(inp.units.keys[u] for u in result.victims)
         verdict = inp.validate(keys) if inp.validate is not None and keys else None
         if verdict is not None and not verdict.is_success:
             rejection = rejection or (verdict, keys)
             continue
         return _decision(ctx, result, protected + _pdb_elsewhere(ctx, result, results))
-    assert rejection is not None
+    if rejection is None:
+        return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
     status, keys = rejection
     message = f"every placement was rejected by {status.plugin or 'a scenario validator'}: {status.message()}"
     return replace(_cannot_help(inp, message, protected, status.until or until), rejected=keys)
@@ -382,6 +383,67 @@ def _shapes(pre: PreemptorInput) -> list[_Shape]:
         _Shape(np.array(members, dtype=np.int64), pre.requests[members[0]], pre.masks[members[0]])
         for members in groups.values()
     ]
+
+
+def _cheapest_domains(ctx: _Context, rows: IntArray) -> Iterator[_DomainResult]:
+    """A topology group's result in each domain that can help, cheapest first (by kube-scheduler's ranking, then
+    the domains' order), the narrow level's before the wide one's. A domain is searched only once its lower bound
+    (`_lower_bound`) could still beat the cheapest found and not yet handed out: in a cluster of many like racks,
+    one or a few are searched, not all."""
+    for level in _levels(ctx.inp):
+        pending: list[tuple[tuple[int, int, int, int], int, IntArray, IntArray, str]] = []
+        for order, (dom, dom_rows, name) in enumerate(_domains(ctx, rows, level)):
+            bound = _lower_bound(ctx, dom, dom_rows)
+            if bound is not None:
+                pending.append((bound, order, dom, dom_rows, name))
+        pending.sort(key=lambda p: (p[0], p[1]))
+        found: list[tuple[tuple[int, int, int, int], int, _DomainResult]] = []
+        while pending or found:
+            if pending and (not found or (pending[0][0], pending[0][1]) < min(f[:2] for f in found)):
+                _, order, dom, dom_rows, name = pending.pop(0)
+                result = _search_cluster(ctx, dom, dom_rows)
+                if result is not None:
+                    found.append((result.score[:4], order, replace(result, name=name)))
+                continue
+            best = min(found, key=lambda f: f[:2])
+            found.remove(best)
+            yield best[2]
+
+
+def _lower_bound(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> tuple[int, int, int, int] | None:
+    """What any victim set in this domain costs at least, by kube-scheduler's ranking (no PDB violation; the
+    highest priority, the sum and the pods it takes to free in aggregate what `min_count` members need beyond the
+    domain's free room), or None when even every candidate freed would not make that room. A bound, never more than
+    the search's own result: members need their requests on some node, so the victims free at least that much
+    in all."""
+    inp, pre = ctx.inp, ctx.inp.preemptor
+    need = np.sort(pre.requests, axis=0)[: pre.min_count].sum(axis=0)
+    short = np.maximum(need - np.maximum(inp.free[dom], 0).sum(axis=0), 0)
+    if not short.any():
+        return (0, ties.NONE[1], 0, 0)
+    requests = inp.pod_requests[dom_rows]
+    if (requests.sum(axis=0) < short).any():
+        return None
+    priority = ctx.unit_priority[inp.pod_unit[dom_rows]]
+    order = np.argsort(priority, kind="stable")
+    covered = (np.cumsum(requests[order], axis=0) >= short).all(axis=1)
+    top = int(priority[order][int(np.argmax(covered))])
+    total = fewest = 0
+    for column in np.flatnonzero(short).tolist():
+        want, have = int(short[column]), requests[:, column]
+        useful = have > 0
+        by_size = np.sort(have[useful])[::-1]
+        fewest = max(fewest, int(np.searchsorted(np.cumsum(by_size), want)) + 1)
+        if (priority < 0).any():
+            continue
+        ratio = np.argsort(priority[useful] / have[useful], kind="stable")
+        sizes, costs = have[useful][ratio], priority[useful][ratio]
+        before = np.cumsum(sizes) - sizes
+        taken = np.clip(want - before, 0, sizes)
+        total = max(total, int(np.floor((costs * taken / sizes).sum())))
+    if (priority < 0).any():
+        total = ties.NONE[1]
+    return (0, top, total, fewest)
 
 
 def _levels(inp: SearchInput) -> list[int]:

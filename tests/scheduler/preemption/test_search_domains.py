@@ -126,7 +126,7 @@ def cost(inp: SearchInput, victims: list[str]) -> tuple[int, int, int]:
     return top, sum(int(priority[u] * sizes[u]) for u in units), sum(int(sizes[u]) for u in units)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(rack_scenarios())
 def test_the_chosen_rack_costs_the_least_of_each_racks_own_result(inp: SearchInput) -> None:
     """Brute force: search each rack alone; the decision over all of them preempts inside one rack, and its
