@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from phalanx.kubectl.printer import NONE, age, table
-from scheduler.preemption.decision import Decision, Outcome, Spared, SpareReason, Victim, VictimReason
+from scheduler.preemption.decision import Decision, DomainCost, Outcome, Spared, SpareReason, Victim, VictimReason
 
 DETAIL_LINES = 20
 """Victim and spared-candidate lines shown before the rest is only counted."""
@@ -55,6 +55,10 @@ def decision(doc: Doc) -> Decision:
         pdb_violations=doc["pdbViolations"],
         until=instant(doc["until"]) if doc["until"] else None,
         bound=doc["bound"],
+        domains=tuple(
+            DomainCost(d["name"], d["pdbViolations"], d["highest"], d["sum"], d["pods"]) for d in doc.get("domains", ())
+        ),
+        domains_passed=doc.get("domainsPassedOver", 0),
     )
 
 

@@ -61,6 +61,22 @@ class Spared:
 
 
 @dataclass(frozen=True, slots=True)
+class DomainCost:
+    """What preempting in one topology domain costs, by kube-scheduler's ranking."""
+
+    name: str
+    pdb_violations: int
+    highest: int
+    total: int
+    pods: int
+
+    def __str__(self) -> str:
+        return f"{self.name} (highest {self.highest}, sum {self.total}, {_count(self.pods, 'pod')})" + (
+            f", {_count(self.pdb_violations, 'PDB violation')}" if self.pdb_violations else ""
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """`nominations` maps member `namespace/name` to node; `pending` gives why other members wait."""
 
@@ -78,6 +94,10 @@ class Decision:
     """When every placement was refused by a scenario validator: the victims of the first one."""
     bound: int | None = None
     """The binary search's priority bound: no victim is above it (None when nothing needs preempting)."""
+    domains: tuple[DomainCost, ...] = ()
+    """For a group kept in one topology domain: the domains searched, cheapest first (the chosen one first)."""
+    domains_passed: int = 0
+    """Domains not searched: no victims there could cost less than the chosen ones, or make room at all."""
 
     @property
     def victim_pods(self) -> tuple[str, ...]:
@@ -119,6 +139,13 @@ class Decision:
                     protectors.setdefault(spared.plugin, []).append(spared)
             for plugin, protected in sorted(protectors.items()):
                 lines.append(f"    protected by {plugin}: {_protection(protected)}")
+        if self.domains:
+            shown = [str(d) for d in self.domains[:DOMAINS_SHOWN]]
+            if len(self.domains) > DOMAINS_SHOWN:
+                shown.append(f"+{len(self.domains) - DOMAINS_SHOWN} more searched")
+            if self.domains_passed:
+                shown.append(f"{self.domains_passed} passed over (no cheaper room there)")
+            lines.append(f"  domains: {'; '.join(shown)}")
         if self.nominations:
             nominated = set(self.nominations.values())
             lines.append(f"  nominated: {_count(len(self.nominations), 'member')} on {_count(len(nominated), 'node')}")
@@ -184,9 +211,22 @@ class Decision:
             "pending": [{"pod": pod, "message": why} for pod, why in sorted(self.pending.items())],
             "pdbViolations": self.pdb_violations,
             "until": rfc3339(self.until) if self.until else None,
+            "domains": [
+                {
+                    "name": d.name,
+                    "pdbViolations": d.pdb_violations,
+                    "highest": d.highest,
+                    "sum": d.total,
+                    "pods": d.pods,
+                }
+                for d in self.domains
+            ],
+            "domainsPassedOver": self.domains_passed,
         }
 
 
+DOMAINS_SHOWN = 3
+"""Topology domains a summary names (the cheapest searched) before it counts the rest."""
 NAMED = 5
 """Units a summary line names before it only counts the rest."""
 TALLIED = 6

@@ -39,6 +39,7 @@ from scheduler.preemption import collector, pod_by_pod, ties
 from scheduler.preemption.decision import (
     SEARCH_PLUGIN,
     Decision,
+    DomainCost,
     Outcome,
     Spared,
     SpareReason,
@@ -308,8 +309,9 @@ def _search(inp: SearchInput) -> Decision:
     pod_pdbs = _pdbs_by_pod(inp)
     pdb_rows = np.array(sorted(pod_pdbs), dtype=np.int64)
     ctx = _Context(inp, unit_priority, by_unit, bounds, pod_pdbs, shapes, member_shape, pdb_rows)
+    searched = _Searched()
     if pre.is_group and inp.domains:
-        ranked: Iterable[_DomainResult] = _cheapest_domains(ctx, rows)
+        ranked: Iterable[_DomainResult] = _cheapest_domains(ctx, rows, searched)
         results: list[_DomainResult] = []
     else:
         search_in = _search_cluster if pre.is_group else _search_node
@@ -327,7 +329,7 @@ def _search(inp: SearchInput) -> Decision:
         if verdict is not None and not verdict.is_success:
             rejection = rejection or (verdict, keys)
             continue
-        return _decision(ctx, result, protected + _pdb_elsewhere(ctx, result, results))
+        return _decision(ctx, result, protected + _pdb_elsewhere(ctx, result, results), searched.about(result))
     if rejection is None:
         return _cannot_help(inp, _unschedulable_message(ctx, rows), protected, until)
     status, keys = rejection
@@ -385,16 +387,33 @@ def _shapes(pre: PreemptorInput) -> list[_Shape]:
     ]
 
 
-def _cheapest_domains(ctx: _Context, rows: IntArray) -> Iterator[_DomainResult]:
+@dataclass(slots=True)
+class _Searched:
+    """The topology domains a decision searched and what each cost, and how many it passed over."""
+
+    costs: list[tuple[tuple[int, int, int, int], int, str]] = field(default_factory=list)
+    passed: int = 0
+
+    def about(self, chosen: _DomainResult) -> tuple[tuple[DomainCost, ...], int]:
+        """The chosen domain's cost first, then the others' cheapest first; and how many were passed over."""
+        others = sorted((c for c in self.costs if c[2] != chosen.name), key=lambda c: (c[0], c[1]))
+        first = [c for c in self.costs if c[2] == chosen.name]
+        return tuple(DomainCost(name, *score) for score, _, name in first + others), self.passed
+
+
+def _cheapest_domains(ctx: _Context, rows: IntArray, searched: _Searched) -> Iterator[_DomainResult]:
     """A topology group's result in each domain that can help, cheapest first (by kube-scheduler's ranking, then
     the domains' order), the narrow level's before the wide one's. A domain is searched only once its lower bound
     (`_lower_bound`) could still beat the cheapest found and not yet handed out: in a cluster of many like racks,
     one or a few are searched, not all."""
     for level in _levels(ctx.inp):
         pending: list[tuple[tuple[int, int, int, int], int, IntArray, IntArray, str]] = []
+        hopeless = 0
         for order, (dom, dom_rows, name) in enumerate(_domains(ctx, rows, level)):
             bound = _lower_bound(ctx, dom, dom_rows)
-            if bound is not None:
+            if bound is None:
+                hopeless += 1
+            else:
                 pending.append((bound, order, dom, dom_rows, name))
         pending.sort(key=lambda p: (p[0], p[1]))
         found: list[tuple[tuple[int, int, int, int], int, _DomainResult]] = []
@@ -403,10 +422,13 @@ def _cheapest_domains(ctx: _Context, rows: IntArray) -> Iterator[_DomainResult]:
                 _, order, dom, dom_rows, name = pending.pop(0)
                 result = _search_cluster(ctx, dom, dom_rows)
                 if result is not None:
-                    found.append((result.score[:4], order, replace(result, name=name)))
+                    score = (result.score[0], result.score[1], result.score[2], result.score[3])
+                    found.append((score, order, replace(result, name=name)))
+                    searched.costs.append((score, order, name))
                 continue
             best = min(found, key=lambda f: f[:2])
             found.remove(best)
+            searched.passed = hopeless + len(pending)  # as the decision stands if this result is taken
             yield best[2]
 
 
@@ -1059,7 +1081,12 @@ def _pdb_elsewhere(ctx: _Context, chosen: _DomainResult, results: list[_DomainRe
     return [spared[u] for u in sorted(spared, key=ctx.importance)]
 
 
-def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> Decision:
+def _decision(
+    ctx: _Context,
+    result: _DomainResult,
+    protected: list[Spared],
+    domains: tuple[tuple[DomainCost, ...], int] = ((), 0),
+) -> Decision:
     inp = ctx.inp
     pre = inp.preemptor
     names = inp.node_names
@@ -1108,4 +1135,6 @@ def _decision(ctx: _Context, result: _DomainResult, protected: list[Spared]) -> 
         pdb_violations=result.violations,
         until=until,
         bound=result.bound,
+        domains=domains[0],
+        domains_passed=domains[1],
     )

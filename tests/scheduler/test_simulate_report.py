@@ -81,6 +81,8 @@ def test_json_decisions_carry_the_whole_explanation(capsys: pytest.CaptureFixtur
         "pending",
         "pdbViolations",
         "until",
+        "domains",
+        "domainsPassedOver",
     }
     assert (first["time"], first["preemptor"], first["outcome"], first["bound"]) == (
         NOW,

@@ -103,6 +103,10 @@ def test_the_example_preempts_in_the_rack_whose_victims_cost_least(capsys: pytes
     assert sorted(p["victim"] for p in report["preemptions"]) == [f"ml/old-run-{i}" for i in range(4)]
     (decision,) = [d for d in report["decisions"] if d["preemptor"] == "podgroup/ml/llama"]
     assert decision["message"].endswith("in topology.example.com/rack=a"), decision["message"]
+    assert decision["domains"] == [{"name": f"{RACK}=a", "pdbViolations": 0, "highest": 10, "sum": 40, "pods": 4}], (
+        decision["domains"]
+    )
+    assert decision["domainsPassedOver"] == 2  # rack b costs at least a priority-20 pod; rack c cannot make room
 
 
 def test_preemption_says_what_each_rack_could_take(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
