@@ -39,7 +39,7 @@ from scheduler.framework.placement import PlacementMemo
 from scheduler.framework.pod_group_placement import TRIED_KEY, Domain, Proposal, Refusal, Tried
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
-from scheduler.framework.snapshot import BoolArray, Snapshot
+from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Code, Status, error
 
 SHORTFALLS_SHOWN = 4
@@ -101,10 +101,12 @@ class UnitPlacer:
         needed = unit.min_count if unit.group.is_gang else self._bound(unit) + 1
         shortfalls: list[tuple[int, str]] = []
         closest: tuple[int, Domain] | None = None
+        least = self._least_need(unit, needed)
+        free = self.memo.snapshot.nodes.free()
         for level in sorted({d.level for d in domains}):
             proposals: list[Proposal] = []
             for domain in (d for d in domains if d.level == level):
-                if not self._may_hold(unit, domain.rows, needed):
+                if least is not None and not (free[domain.rows].sum(axis=0) >= least).all():
                     shortfalls.append((-1, domain.name))
                     continue
                 trial = self._trial(unit, state, domain.rows)
@@ -128,15 +130,16 @@ class UnitPlacer:
         }
         return replace(placement, failures=failures, note=said)
 
-    def _may_hold(self, unit: SchedulingUnit, rows: BoolArray, needed: int) -> bool:
-        """Whether the domain's free resources could hold the members it needs at all (a bound, not a fit): most
-        domains that cannot are passed over without placing a pod."""
+    def _least_need(self, unit: SchedulingUnit, needed: int) -> IntArray | None:
+        """What the members a domain must still take need at least, per resource (None: it needs none): a domain
+        whose free resources fall short of it cannot hold them (a bound, not a fit), and is passed over without
+        placing a pod."""
         table = self.memo.snapshot.nodes
         want = needed - self._bound(unit)
         if want <= 0:
-            return True
-        smallest = np.sort(np.array([table.usage(m.requests) for m in unit.members]), axis=0)[:want].sum(axis=0)
-        return bool((table.free()[rows].sum(axis=0) >= smallest).all())
+            return None
+        least: IntArray = np.sort(np.array([table.usage(m.requests) for m in unit.members]), axis=0)[:want].sum(axis=0)
+        return least
 
     def _bound(self, unit: SchedulingUnit) -> int:
         group = unit.group

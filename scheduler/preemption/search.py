@@ -450,21 +450,21 @@ def _lower_bound(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> tuple[int,
     order = np.argsort(priority, kind="stable")
     covered = (np.cumsum(requests[order], axis=0) >= short).all(axis=1)
     top = int(priority[order][int(np.argmax(covered))])
-    total = fewest = 0
+    negative = bool((priority < 0).any())  # then a set's sum has no bound but the lowest
+    total = ties.NONE[1] if negative else 0
+    fewest = 0
     for column in np.flatnonzero(short).tolist():
         want, have = int(short[column]), requests[:, column]
         useful = have > 0
         by_size = np.sort(have[useful])[::-1]
         fewest = max(fewest, int(np.searchsorted(np.cumsum(by_size), want)) + 1)
-        if (priority < 0).any():
+        if negative:
             continue
         ratio = np.argsort(priority[useful] / have[useful], kind="stable")
         sizes, costs = have[useful][ratio], priority[useful][ratio]
         before = np.cumsum(sizes) - sizes
         taken = np.clip(want - before, 0, sizes)
         total = max(total, int(np.floor((costs * taken / sizes).sum())))
-    if (priority < 0).any():
-        total = ties.NONE[1]
     return (0, top, total, fewest)
 
 
@@ -1018,14 +1018,7 @@ def _unschedulable_message(ctx: _Context, rows: IntArray) -> str:
         return "no node fits the pod even after preempting every lower-priority unit on it"
     if ctx.inp.domains:
         return _domains_message(ctx, rows)
-    placed = _place(
-        ctx.shapes,
-        len(pre.members),
-        ctx.inp.free,
-        ctx.inp.pod_node[rows],
-        ctx.inp.pod_requests[rows],
-        ctx.unit_priority[ctx.inp.pod_unit[rows]],
-    ).placed
+    placed = _everything_removed(ctx, np.arange(len(ctx.inp.node_names), dtype=np.int64), rows)
     return (
         f"removing every lower-priority unit places {placed} of {len(pre.members)} members; "
         f"the gang needs {pre.min_count}"
@@ -1036,25 +1029,24 @@ DOMAINS_NAMED = 4
 """Domains named in a message (the closest); the rest are counted."""
 
 
+def _everything_removed(ctx: _Context, dom: IntArray, rows: IntArray) -> int:
+    """How many members the search's first step places in `dom` (sorted node indices) with every candidate of
+    `rows` (running there) removed."""
+    inp = ctx.inp
+    shapes = [_Shape(s.members, s.request, s.mask[dom]) for s in ctx.shapes]
+    local = _local(dom, inp.pod_node[rows], len(inp.node_names))
+    requests, priorities = inp.pod_requests[rows], ctx.unit_priority[inp.pod_unit[rows]]
+    return _place(shapes, len(inp.preemptor.members), inp.free[dom], local, requests, priorities).placed
+
+
 def _domains_message(ctx: _Context, rows: IntArray) -> str:
     """Why no topology domain can take the group: how many members each would place with every lower-priority
     unit in it removed, the closest first (a few named, the rest counted)."""
     inp, pre = ctx.inp, ctx.inp.preemptor
     at = inp.pod_node[rows]
-    found = []
-    for domain in inp.domains:
-        inside = rows[np.isin(at, domain.nodes)]
-        shapes = [_Shape(s.members, s.request, s.mask[domain.nodes]) for s in ctx.shapes]
-        local = _local(domain.nodes, inp.pod_node[inside], len(inp.node_names))
-        placed = _place(
-            shapes,
-            len(pre.members),
-            inp.free[domain.nodes],
-            local,
-            inp.pod_requests[inside],
-            ctx.unit_priority[inp.pod_unit[inside]],
-        ).placed
-        found.append((placed, domain.name))
+    found = [
+        (_everything_removed(ctx, domain.nodes, rows[np.isin(at, domain.nodes)]), domain.name) for domain in inp.domains
+    ]
     found.sort(key=lambda f: -f[0])
     named = [f"{name}: {placed} of {pre.min_count}" for placed, name in found[:DOMAINS_NAMED]]
     if len(found) > DOMAINS_NAMED:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-from tests.e2e.control_plane import Json
 from tests.e2e.objects import Pool
 from tests.e2e.sides import QUIET_SECONDS, Side, settled
 from tests.polling import wait_for
@@ -31,16 +30,9 @@ def racks(side: Side, layout: dict[str, list[str]]) -> None:
 def gang(
     side: Side, name: str, members: int, min_count: int, cpu: str, key: str = RACK, priority_class: str | None = None
 ) -> list[str]:
-    group: Json = {
-        "apiVersion": NATIVE,
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": side.namespace},
-        "spec": {
-            "schedulingPolicy": {"gang": {"minCount": min_count}},
-            "schedulingConstraints": {"topology": [{"key": key}]},
-        }
-        | ({"priorityClassName": priority_class} if priority_class else {}),
-    }
+    group = side.pool.pod_group(name, {"gang": {"minCount": min_count}}, priority_class, api_version=NATIVE)
+    group["metadata"]["namespace"] = side.namespace
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": key}]}
     side.pool.api.create(f"/apis/{NATIVE}/namespaces/{side.namespace}/podgroups", group)
     names = [f"{name}-{i}" for i in range(members)]
     pods = (side.pod(n, cpu=cpu, priority_class=priority_class, schedulingGroup={"podGroupName": name}) for n in names)
