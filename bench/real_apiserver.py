@@ -59,6 +59,8 @@ Workloads (`--workloads`, default preempt, drain and stream):
   default it runs only at the small scale of `--kube-preemption` (100 nodes, a 16-pod gang) and the
   table quotes its published figures for the large ones; `--kube-preemption 100:16,500:64,1000:64`
   runs it everywhere (each run is cut at `--kube-preemption-timeout`).
+  With `--racks N` (issue 40, Phalanx only) the nodes are in racks of N consecutive nodes (RACK_LABEL) and the
+  gang must stay in one (`schedulingConstraints.topology`); the note names the racks its members landed in.
 
 - `preempt-gangs` (issue 23, Phalanx only): `--gangs` gangs (default 4) of GANG members created together
   at `--gangs-preemption NODES:GANG` (default 1000:64), each at its own priority above the fill, over the
@@ -126,6 +128,8 @@ GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ZONES = 10
+RACK_LABEL = "topology.example.com/rack"
+"""`--racks N`: node i carries RACK_LABEL rack-(i // N), and `preempt`'s gang must stay in one rack (KEP-5732)."""
 """`--constrained`: the nodes' zones (node i in zone-(i % ZONES)), over which a spread set puts one pod each."""
 REPLICA_SET = 10
 """`--constrained`: pods a replica set (p-0 .. p-9 are set 0, ...); a constrained set spreads over this many
@@ -230,6 +234,8 @@ class ControlPlane:
         self.nodes = 0
         self.zones = 0
         """Set before the nodes are made (`--constrained`): each node carries ZONE_LABEL, zone-(i % zones)."""
+        self.rack = 0
+        """Set before the nodes are made (`--racks`): each node carries RACK_LABEL, rack-(i // rack)."""
 
     def stop(self) -> None:
         subprocess.run([str(KUBE / "down.sh"), str(self.dir)], check=False, capture_output=True)
@@ -269,7 +275,14 @@ class ControlPlane:
         if count > self.nodes:
             self.api.create_many(
                 "/api/v1/nodes",
-                (node(f"node-{i}", f"zone-{i % self.zones}" if self.zones else None) for i in range(self.nodes, count)),
+                (
+                    node(
+                        f"node-{i}",
+                        f"zone-{i % self.zones}" if self.zones else None,
+                        f"rack-{i // self.rack}" if self.rack else None,
+                    )
+                    for i in range(self.nodes, count)
+                ),
                 workers=16,
             )
         for i in range(count, self.nodes):
@@ -347,9 +360,10 @@ class ControlPlane:
         (self.dir / "phalanx.kubeconfig").write_text(json.dumps(kubeconfig))
 
 
-def node(name: str, zone: str | None = None) -> dict[str, Any]:
+def node(name: str, zone: str | None = None, rack: str | None = None) -> dict[str, Any]:
     resources = {"cpu": str(NODE_CPU), "memory": "128Gi", "pods": "110", "ephemeral-storage": "100Gi"}
-    labels = {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux", **({ZONE_LABEL: zone} if zone else {})}
+    labels = {HOSTNAME_LABEL: name, "kubernetes.io/os": "linux"}
+    labels |= ({ZONE_LABEL: zone} if zone else {}) | ({RACK_LABEL: rack} if rack else {})
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -1372,8 +1386,12 @@ def fill_nodes(api: Api, namespace: str, nodes: int) -> None:
     )
 
 
-def phalanx_gang(api: Api, namespace: str, name: str, min_count: int, priority_class: str, priority: int) -> None:
-    """Our PodGroup for a gang; its members carry GROUP_LABEL and no gate (see `preempt`)."""
+def phalanx_gang(
+    api: Api, namespace: str, name: str, min_count: int, priority_class: str, priority: int, rack: bool = False
+) -> None:
+    """Our PodGroup for a gang; its members carry GROUP_LABEL and no gate (see `preempt`); with `rack`, it must
+    stay in one rack."""
+    topology = {"schedulingConstraints": {"topology": [{"key": RACK_LABEL}]}} if rack else {}
     api.request(
         "POST",
         f"/apis/scheduling.phalanx.dev/v1alpha1/namespaces/{namespace}/podgroups",
@@ -1385,6 +1403,7 @@ def phalanx_gang(api: Api, namespace: str, name: str, min_count: int, priority_c
                 "schedulingPolicy": {"gang": {"minCount": min_count}},
                 "priorityClassName": priority_class,
                 "priority": priority,
+                **topology,
             },
         },
     )
@@ -1400,7 +1419,7 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
     probe(plane, namespace, run, watch)
     members = [f"gang-{m}" for m in range(gang)]
     if kind in ("P", "B"):
-        phalanx_gang(api, namespace, "gang", gang, "gang-high", 100_000)
+        phalanx_gang(api, namespace, "gang", gang, "gang-high", 100_000, rack=plane.rack > 0)
         # No gate: without the webhook nothing adds one, and none is needed. GangReadiness (PreEnqueue)
         # parks every member until the PodGroup and minCount members exist, as kube-scheduler's gang
         # scheduling does for the native pods, which carry no gate either.
@@ -1459,6 +1478,11 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
             f"nominated {span(nominated, last_created)}, victims marked {span(marked, last_created)}, "
             f"gone {span(gone, last_created)}, members bound {span(landed, last_created)}; "
         )
+        if plane.rack:
+            racks = {
+                int(s.node.removeprefix("node-")) // plane.rack for m in members if (s := watch.pods.get(m)) and s.node
+            }
+            spans += f"members in rack(s) {sorted(racks)}; "
     watch.stop()
     result = Result(
         "preempt",
@@ -1813,8 +1837,20 @@ def main() -> int:
         default=0.0,
         help="share of the drain, stream and backlog pods with anti-affinity or a zone spread (e.g. 0.3)",
     )
+    parser.add_argument(
+        "--racks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="`preempt`: racks of N consecutive nodes; Phalanx's gang must stay in one (kube-scheduler is not run)",
+    )
     parser.add_argument("--stall", type=float, default=STALL, help="seconds without a Binding before a run gives up")
     args = parser.parse_args()
+    if args.racks and (set(args.schedulers.split(",")) != {"P"} or args.kube_preemption):
+        parser.error(
+            "--racks: Phalanx only (--schedulers P --kube-preemption ''): kube-scheduler 1.36 does not preempt "
+            "for a group with a topology constraint"
+        )
     if not 0.0 <= args.constrained <= 1.0:
         parser.error("--constrained is a share between 0 and 1")
     if not (KUBE / "up.sh").exists():
@@ -1840,6 +1876,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plane = ControlPlane(args.keep)
     plane.zones = ZONES if args.constrained else 0
+    plane.rack = args.racks
     print(f"control plane in {plane.dir}", flush=True)
     results: list[Result] = []
 
