@@ -43,7 +43,7 @@ def _share(model: BaseModel) -> None:
     values = model.__dict__
     for name in names:
         value = values[name]
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             for item in value:
                 _share(item)
         elif isinstance(value, dict):  # a map of models: a device's attributes and capacities

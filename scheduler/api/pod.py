@@ -4,6 +4,9 @@
 of app containers (plus restartable sidecars) and the largest init container (plus the sidecars
 started before it), plus `spec.overhead`. A container with limits but no requests requests its
 limits, as API defaulting would have made it.
+
+A Pod's repeated fields (containers, tolerations, volumes, ...) are tuples defaulting to `()`: a pod that has none
+shares the one empty tuple, where each empty list is an object of its own, and the scheduler caches every pod.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class Container(ApiModel):
     image: str | None = None
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None
-    ports: list[ContainerPort] = Field(default_factory=list)
+    ports: tuple[ContainerPort, ...] = ()
 
     def requests(self) -> dict[str, int]:
         merged = dict(self.resources.limits)
@@ -155,27 +158,27 @@ class PodSpec(ApiModel):
     priority: int | None = None
     priority_class_name: str | None = None
     preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
-    scheduling_gates: list[SchedulingGate] = Field(default_factory=list)
-    containers: list[Container] = Field(default_factory=list)
-    init_containers: list[Container] = Field(default_factory=list)
+    scheduling_gates: tuple[SchedulingGate, ...] = ()
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
     overhead: QuantityMap = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: tuple[Toleration, ...] = ()
     scheduling_group: SchedulingGroup | None = None
     termination_grace_period_seconds: int | None = None
-    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     host_network: bool = False
-    resource_claims: list[PodResourceClaim] = Field(default_factory=list)
-    volumes: list[Volume] = Field(default_factory=list)
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    volumes: tuple[Volume, ...] = ()
 
 
 class PodStatus(ApiModel):
     phase: str | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: tuple[Condition, ...] = ()
     start_time: datetime | None = None
     nominated_node_name: str | None = None
-    resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
+    resource_claim_statuses: tuple[PodResourceClaimStatus, ...] = ()
 
 
 class Pod(ApiModel):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
@@ -140,7 +140,7 @@ def group_path(group: PodGroup) -> str:
     return f"/apis/{api_version}/namespaces/{meta.namespace or 'default'}/podgroups/{meta.name}"
 
 
-def merge_condition(existing: list[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
+def merge_condition(existing: Sequence[Condition], condition: Condition, now: datetime) -> list[Condition] | None:
     """The condition list with `condition` set, or None when that changes nothing."""
     current = next((c for c in existing if c.type == condition.type), None)
     if current is not None and (current.status, current.reason, current.message) == (
@@ -257,7 +257,7 @@ class GateRemoval(Call):
     def shows(self, obj: Pod) -> Pod:
         if not any(g.name == self.gate for g in obj.spec.scheduling_gates):
             return obj
-        gates = [g for g in obj.spec.scheduling_gates if g.name != self.gate]
+        gates = tuple(g for g in obj.spec.scheduling_gates if g.name != self.gate)
         return obj.model_copy(update={"spec": obj.spec.model_copy(update={"scheduling_gates": gates})})
 
     def seen(self, cached: Pod | None) -> bool:

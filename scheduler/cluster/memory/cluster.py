@@ -205,7 +205,9 @@ class MemoryCluster:
             claim.metadata.resource_version = str(self._version)
             table[claim.key] = claim
         self._objects.resource_claims = table
-        status = owner.status.model_copy(update={"resource_claim_statuses": statuses})
+        status = owner.status.model_copy(
+            update={"resource_claim_statuses": tuple(statuses) if isinstance(owner, Pod) else statuses}
+        )
         if isinstance(owner, Pod):
             self._put(owner.model_copy(update={"metadata": self._bump(owner.metadata), "status": status}))
         else:
@@ -257,8 +259,8 @@ class MemoryCluster:
             return
         if node_name not in self._objects.nodes:
             raise LookupError(f"nodes {node_name}: NotFound")
-        conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
-        conditions.append(Condition.model_construct(type="PodScheduled", status="True", last_transition_time=self._now))
+        scheduled = Condition.model_construct(type="PodScheduled", status="True", last_transition_time=self._now)
+        conditions = (*(c for c in current.status.conditions if c.type != "PodScheduled"), scheduled)
         self._put(
             current.model_copy(
                 update={
@@ -381,7 +383,7 @@ class MemoryCluster:
         current = self._current(pod)
         if current is None or not any(g.name == gate for g in current.spec.scheduling_gates):
             return
-        gates = [g for g in current.spec.scheduling_gates if g.name != gate]
+        gates = tuple(g for g in current.spec.scheduling_gates if g.name != gate)
         self._put(
             current.model_copy(
                 update={
@@ -421,7 +423,7 @@ class MemoryCluster:
             condition.reason,
             condition.message,
         )
-        conditions = [c for c in current.status.conditions if c.type != condition.type] + [condition]
+        conditions = (*(c for c in current.status.conditions if c.type != condition.type), condition)
         self._put(
             current.model_copy(
                 update={
