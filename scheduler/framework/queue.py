@@ -12,11 +12,12 @@ refused waits out its backoff and is then retried, change or not. A unit waiting
 preemption is retried at any change.
 
 Nor are the parked units that cannot be ready looked at: a pass looks at the units that changed, those never
-parked, those woken or waiting for a time, and those whose old-rule count is due (`_file`).
+parked, and those woken or waiting for a time (`_file`).
 
 Each pass counts its retries by the event that woke the unit, and the retries the hints avoided: parked
 units the old rule (any change to the nodes, their pods, the nominations or the groups, once the backoff
-is over) would have retried, with nothing since that could help them (`PassReport.retries`).
+is over) would have retried, with nothing since that could help them (`PassReport.retries`). The units asleep
+are counted by cohort (`_Cohort`), never one by one: 10,000 pods that fit nowhere cost a pass one cohort's count.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class _Parked:
     old_attempts: int = 0
     old_due: datetime | None = None
     """The old rule's retries of the unit, and when its backoff ends, to count the retries the hints avoided: as if
-    each had failed again."""
+    each had failed again. While the unit is asleep its `cohort` holds these three instead."""
+    cohort: _Cohort | None = None
+    """The asleep units it is counted with; None while it is awake (or not parked)."""
     refused: bool = False
     unresolvable: bool = False
     """No node could take it whatever pods were removed (kube-scheduler's UnschedulableAndUnresolvable): only a
@@ -59,6 +62,22 @@ class _Parked:
     constrained: bool = False
     """Its pods have pod affinity or topology spread constraints: a pod placed anywhere may help them (a pod
     its affinity needs, or one that raises the least loaded domain), as kube-scheduler's pod-add hints."""
+
+
+@dataclass(slots=True, eq=False)
+class _Cohort:
+    """Asleep parked units with the same old-rule state (the change count they were last counted against, the
+    old rule's retries, when its backoff ends): the old rule would have retried them all at once, so they are
+    counted at once, and filing a unit in or out is all it costs on its own."""
+
+    epoch: int
+    attempts: int
+    due: datetime
+    units: int = 0
+
+    @property
+    def state(self) -> tuple[int, int, datetime]:
+        return self.epoch, self.attempts, self.due
 
 
 class SchedulingQueue:
@@ -86,14 +105,10 @@ class SchedulingQueue:
         """Parked units the last `pop_order` did not retry where the old rule would have."""
         self._awake: set[str] = set()
         """Parked units a `pop_order` must look at: woken, waiting for a time or their own victims, or refused."""
-        self._asleep: dict[int, set[str]] = {}
-        """The other parked units, by the change count they were parked (or last looked at) against: looked at
-        once the count moved on, as the old rule's count of avoided retries needs."""
-        self._due: dict[datetime, list[str]] = {}
-        """The other parked units whose old-rule backoff (`old_due`) was still running when looked at, by when it
-        ends: the units one pass counts share its time, so a backlog's 10,000 share a few entries."""
-        self._due_times: list[datetime] = []
-        """`_due`'s times, a heap."""
+        self._cohorts: list[_Cohort] = []
+        """The other parked units, asleep until an event wakes them, in cohorts for the old rule's count."""
+        self._joinable: dict[tuple[int, int, datetime], _Cohort] = {}
+        """A cohort by its state, for a unit filed asleep with that state to join."""
         self._popped: set[str] = set()
         """The units the last pass took from the active pool: with the pool's, the only ones a pass can leave
         not parked."""
@@ -138,29 +153,62 @@ class SchedulingQueue:
         if parked.may_preempt:
             self._preemptors[parked.priority] += 1
         self._constrained += parked.constrained
-        self._file(key, parked, None)
+        self._file(key, parked)
 
-    def _file(self, key: str, parked: _Parked, now: datetime | None) -> None:
-        """Note when `pop_order` must next look at a parked unit: at every pass while something other than an
-        event it waits for could make it ready, else once the change count moved on, not before its old-rule
-        backoff ends. A look at any other time finds what the skip in `pop_order` finds: nothing to do."""
+    def _file(self, key: str, parked: _Parked) -> None:
+        """Note whether `pop_order` must look at a parked unit at every pass (something other than an event it
+        waits for could make it ready), or never until an event wakes it (asleep, in a cohort)."""
         if parked.woken_by is not None or parked.until is not None or not parked.backoff or parked.refused:
+            self._leave(parked)
             self._awake.add(key)
             return
         self._awake.discard(key)
-        if now is not None and parked.old_due is not None and now < parked.old_due:
-            due = self._due.get(parked.old_due)
-            if due is None:
-                due = self._due[parked.old_due] = []
-                heapq.heappush(self._due_times, parked.old_due)
-            due.append(key)
-        else:
-            self._asleep.setdefault(parked.epoch, set()).add(key)
+        if parked.cohort is not None:
+            return
+        if parked.old_due is None:
+            parked.old_attempts = parked.attempts
+            parked.old_due = self._backoff_until(parked)
+        state = (parked.epoch, parked.old_attempts, parked.old_due)
+        cohort = self._joinable.get(state)
+        if cohort is None:
+            cohort = self._joinable[state] = _Cohort(*state)
+            self._cohorts.append(cohort)
+        cohort.units += 1
+        parked.cohort = cohort
+
+    def _leave(self, parked: _Parked) -> None:
+        """Take an asleep unit out of its cohort, with the cohort's old-rule state as its own."""
+        cohort = parked.cohort
+        if cohort is None:
+            return
+        parked.epoch, parked.old_attempts, parked.old_due = cohort.state
+        cohort.units -= 1
+        parked.cohort = None
+
+    def _count_old_rule(self, now: datetime) -> None:
+        """Count the retries the old rule would make now: each cohort whose backoff is over and that was last
+        counted before the latest change, all its units at once; its next backoff starts now."""
+        epoch = self._epoch
+        kept: list[_Cohort] = []
+        for cohort in self._cohorts:
+            due = cohort.units and cohort.epoch != epoch and now >= cohort.due
+            if (not cohort.units or due) and self._joinable.get(cohort.state) is cohort:
+                del self._joinable[cohort.state]
+            if not cohort.units:
+                continue
+            kept.append(cohort)
+            if due:
+                self.avoided += cohort.units
+                cohort.epoch, cohort.attempts = epoch, cohort.attempts + 1
+                cohort.due = now + self._seconds(cohort.attempts)
+                self._joinable.setdefault(cohort.state, cohort)
+        self._cohorts = kept
 
     def _drop(self, key: str) -> None:
         parked = self._parked.pop(key, None)
         if parked is None:
             return
+        self._leave(parked)
         self._awake.discard(key)
         self._constrained -= parked.constrained
         for counter in (self._priorities, self._preemptors) if parked.may_preempt else (self._priorities,):
@@ -179,8 +227,11 @@ class SchedulingQueue:
         self._seen = sighting
         if placed is not None:
             for key in self._failed_this_pass:
-                if key in self._parked:
-                    self._parked[key].epoch = self._epoch
+                parked = self._parked.get(key)
+                if parked is not None:  # parked against the cluster with this pass's own changes
+                    self._leave(parked)
+                    parked.epoch = self._epoch
+                    self._file(key, parked)
             self._failed_this_pass.clear()
 
     def _wake(self, found: Changes) -> None:
@@ -201,30 +252,32 @@ class SchedulingQueue:
         for key, parked in self._parked.items() if wakes else ():
             if parked.woken_by is not None:
                 continue
+            woken: str | None = None
             if parked.constrained and placed:
-                parked.woken_by = "placed"
-                self._awake.add(key)
+                woken = "placed"
+            elif relabelled and any(m.pod_affinity or m.namespace in relabelled for m in parked.members):
+                woken = "namespace"
+            elif parked.unresolvable and event not in ("node", "storage"):
                 continue
-            if relabelled and any(m.pod_affinity or m.namespace in relabelled for m in parked.members):
-                parked.woken_by = "namespace"
-                self._awake.add(key)
-                continue
-            if parked.unresolvable and event not in ("node", "storage"):
-                continue
-            self._awake.add(key)
-            if event is not None:
-                parked.woken_by = event
+            elif event is not None:
+                woken = event
             elif parked.priority <= found.nomination:
-                parked.woken_by = "nomination"
+                woken = "nomination"
             elif parked.may_preempt and found.victim is not None and parked.priority > found.victim:
-                parked.woken_by = "victim"
+                woken = "victim"
             elif parked.may_preempt and found.terminating:
-                parked.woken_by = "terminating"
+                woken = "terminating"
             elif parked.may_preempt and found.policy:
-                parked.woken_by = "policy"
+                woken = "policy"
+            if woken is None and parked.cohort is not None:
+                continue  # asleep, and nothing here can help it
+            self._leave(parked)
+            parked.woken_by = woken
+            self._awake.add(key)
         for key in map(group_unit, found.groups):
             own = self._parked.get(key)
             if own is not None and own.woken_by is None:
+                self._leave(own)
                 own.woken_by = "group"
                 self._awake.add(key)
 
@@ -263,11 +316,7 @@ class SchedulingQueue:
         fresh.difference_update(k for k in list(fresh) if queued.get(k) is units[k])  # in the pool as it is
         looks = fresh | self._awake
         looks.update(changed)
-        epoch = self._epoch
-        for counted in [e for e in self._asleep if e != epoch]:
-            looks |= self._asleep.pop(counted)
-        while self._due_times and self._due_times[0] <= now:
-            looks.update(self._due.pop(heapq.heappop(self._due_times)))
+        self._count_old_rule(now)
         parked_of = self._parked.get
         ready: list[SchedulingUnit] = []
         for key in looks:
@@ -275,22 +324,16 @@ class SchedulingQueue:
             if unit is None or queued.get(key) is unit:
                 continue
             parked = parked_of(key)
-            if (  # asleep, the same pods (a lone pod's unit is kept), nothing the old rule would count: skip at once
-                parked is not None
-                and parked.woken_by is None
-                and parked.until is None
-                and parked.backoff
-                and parked.members is unit.members
-                and (parked.epoch == epoch or (parked.old_due is not None and now < parked.old_due))
-            ):
-                self._file(key, parked, now)
-                continue
+            if parked is not None and parked.cohort is not None and parked.members is unit.members:
+                continue  # asleep with the same pods (a lone pod's unit is kept): nothing to look at
+            if parked is not None:
+                self._leave(parked)
             if self._ready(unit, now):
                 ready.append(unit)
                 if parked is not None:  # tried next: parked again or done, unless the pass ends first
                     self._awake.add(key)
             elif parked is not None:
-                self._file(key, parked, now)
+                self._file(key, parked)
         if len(ready) > len(self._active):  # a first pass, or a burst: one heapify, not a push each
             for unit in ready:
                 self._enqueue(unit, push=False)
