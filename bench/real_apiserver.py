@@ -37,8 +37,9 @@ Workloads (`--workloads`, default preempt, drain and stream):
 - `backlog` (issue 23): `stream` with a backlog that never fits. Before the scheduler starts, 10,000 pods of
   100 CPU (no node has more than 32) and 1,000 gangs of minCount 4 with 2 members each exist (`--backlog
   PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
-  as in `preempt`). Once the probe is bound and the scheduler idle (under 0.05 CPU-s in a second: the
-  backlog was tried once and its PodScheduled writes are sent), `--pods` pods stream in as in `stream`. For
+  as in `preempt`). Once the probe is bound, the watch has seen PodScheduled=False on as many pods
+  as never fit (their writes reached the server: on a loaded machine, a scheduler waiting on the server looks
+  idle), and the scheduler is idle (under 0.05 CPU-s in a second: the rest of its writes are sent), `--pods` pods stream in as in `stream`. For
   Phalanx the note gives the retries made and avoided while streaming, and its passes meanwhile (how many,
   their mean wall time; `stream` reports them too), read from its /metrics (the port its log announces).
 - `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
@@ -501,6 +502,8 @@ class PodState:
     marked_at: float | None = None
     nominated_at: float | None = None
     gone_at: float | None = None
+    told_at: float | None = None
+    """When the watch first saw its PodScheduled=False condition (the scheduler said why it waits)."""
     node: str | None = None
     marked_by: set[str] = field(default_factory=set)
     """Preemptors named by the DisruptionTarget messages seen (`preempt-gangs`: no victim taken twice)."""
@@ -521,6 +524,8 @@ class PodWatch:
         self.namespace = namespace
         self.pods: dict[str, PodState] = {}
         self.bound = 0
+        self.told = 0
+        """Pods whose PodScheduled=False the watch saw."""
         self.cond = threading.Condition()
         self._start_pods = start_pods
         self._kubelet = ThreadPoolExecutor(32)  # one kubelet per node acts in parallel in a real cluster
@@ -599,6 +604,9 @@ class PodWatch:
             for c in status.get("conditions", []):
                 if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
                     state.marked_by.add(c.get("message", "").rpartition(" ")[2])
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and state.told_at is None:
+                    state.told_at = now
+                    self.told += 1
             self.cond.notify_all()
         if kind == "DELETED" or not spec.get("nodeName") or meta["uid"] in self._finishing:
             return
@@ -1307,7 +1315,9 @@ def backlog(
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch, timeout=900)
     idle = time.perf_counter()
-    while time.perf_counter() - idle < 300:  # the backlog's own writes (12,000 PodScheduled) are sent: it is idle
+
+    watch.wait(lambda: watch.told >= unfit, 600)  # the pods that fit nowhere were told why: their writes went out
+    while time.perf_counter() - idle < 600:  # and the rest of them (the gangs', the Events) are sent: it is idle
         cpu = run.cpu()
         time.sleep(1.0)
         if run.cpu() - cpu < 0.05:
