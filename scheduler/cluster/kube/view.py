@@ -408,6 +408,8 @@ class KubeView:
                 shown = cached is None or version(cached) >= version(entry.written)
             else:
                 shown = entry.call.seen(cached)
+            if shown and isinstance(cached, Pod) and not cached.is_terminal:
+                shown = self._claims_seen(entry.call)
             if shown:
                 self.ledger.remove(entry)
         live = self.ledger.entries(slot)
@@ -429,6 +431,17 @@ class KubeView:
             shown = entry.call.shows(shown)
         self._shown[slot] = (inputs, shown)
         return shown
+
+    def _claims_seen(self, call: Call) -> bool:
+        """The ResourceClaims informer shows what `call` wrote to them (or they are gone): its watch is not the pods',
+        and may lag behind it. Until then the view shows the claims from the call, so no pass gives their devices to
+        another pod (both claim writes would pass: they are on different claims). Asked only while the pod the call
+        was for is there and not finished: once it is, its claims are released, and nothing is left to show."""
+        for key in call.resource_claim_keys():
+            cached = self.resource_claims.get(key)
+            if cached is not None and call.shows_resource_claim(key, cached) is not cached:
+                return False
+        return True
 
     def show_pod(self, key: str, pod: Pod) -> Pod:
         """`pod` as the calls in flight for it make it (the caller holds the ledger's lock)."""
