@@ -9,16 +9,28 @@ along the virtual clock until the unit is bound, nothing more can happen, `FOREC
 `FORECAST_PASSES` were made. It assumes what the simulator assumes: a victim is gone once its grace period
 is over, nothing else arrives, nothing is deleted by anyone else. The in-memory back end holds a copy of the
 objects: no write reaches the cluster, nor the objects the caller passed.
+
+What the dry run's scheduler builds that outlives a pass, its snapshot caches (a PodInfo per pod, the node table,
+the capacity arrays) and its plugins' derived caches (the preemption's running-pod columns), may be kept for the
+next dry run on the same cluster (`DryRunCache`), as a scheduler keeps them from pass to pass: at 50,000 pods,
+building them from nothing is most of a dry run (0.9 s of 1.2 s of CPU). They hold nothing of the cluster but
+what they derive from the objects they were last brought up to, and every build brings them up to the objects
+it is given by identity (an object replaced is read again, an object gone is forgotten): what the last dry run
+wrote in its copy (victims deleted, members bound) is undone on the next the way a cluster's change is taken in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.framework.cluster import ClusterObjects
+from scheduler.framework.profile import Profile
 from scheduler.framework.reporter import Attempt, PassReport
+from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
+from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import simulate
@@ -28,6 +40,29 @@ FORECAST = timedelta(days=30)
 """How far along the virtual clock the dry run looks for the unit's binding."""
 FORECAST_PASSES = 200
 """Passes the dry run may make: each costs a pass over the whole cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunCache:
+    """A dry run's scheduler state kept for the next one (the module docstring): never the live scheduler's, and
+    used by one dry run at a time."""
+
+    profile: Profile
+    pods: PodInfoCache
+
+    @staticmethod
+    def of(config: SchedulerConfiguration) -> DryRunCache:
+        return DryRunCache(default_profile(config), PodInfoCache())
+
+    def refresh(self, objects: ClusterObjects, config: SchedulerConfiguration, now: datetime) -> None:
+        """Bring the caches up to `objects` as the first pass of a dry run on them does, without the dry run: the
+        pass's snapshot built with them (it reads again only the objects replaced since, and forgets those gone,
+        what the last dry run wrote in its copy included), then the plugins told it is ready, as the runner tells
+        them (`Scheduler._snapshot_ready`). Nothing is scheduled; the snapshot is dropped. A plugin's failure is
+        raised: the caller drops the caches."""
+        snapshot = build_snapshot(objects, now, config, self.pods)
+        for hook in self.profile.snapshot_hooks:
+            hook.snapshot_ready(snapshot)
 
 
 @dataclass(slots=True)
@@ -104,9 +139,12 @@ def dry_run(
     unit: str,
     members: set[str],
     needed: int,
+    cache: DryRunCache | None = None,
+    terminating: Iterable[str] | None = None,
 ) -> DryRun:
     """Run the scheduler on a copy of `objects` from `now` until `unit` has `needed` of its pending `members`
-    bound (or the forecast ends); nothing is written anywhere."""
+    bound (or the forecast ends); nothing is written anywhere. `cache`: an earlier dry run's, made with `config`;
+    `terminating`: the keys of the bound pods of `objects` being deleted, when the caller has them filed."""
     copy = ClusterObjects(
         nodes=dict(objects.nodes),
         pods=dict(objects.pods),
@@ -131,6 +169,9 @@ def dry_run(
         on_pass=watch.on_pass,
         done=watch.done,
         max_passes=FORECAST_PASSES,
+        profile=cache.profile if cache is not None else None,
+        cache=cache.pods if cache is not None else None,
+        terminating=terminating,
     )
     watch.result.cut = run.cut and watch.result.bound_at is None
     watch.result.horizon = run.cluster.now()

@@ -16,8 +16,10 @@ from typing import Any
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import rfc3339
 from scheduler.explain.dry_run import DryRun, dry_run
+from scheduler.explain.pod_index import PodIndex
 from scheduler.explain.unblock import Unblock, unblockers
 from scheduler.explain.units import InFlight, Unit, in_flight, units_of
+from scheduler.explain.warm import Warm
 from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.unit_key import group_unit
 
@@ -119,14 +121,16 @@ def _placement(run: DryRun | None, nodes: int) -> dict[str, Any] | None:
     return {"nodes": nodes, "fit": attempt.placed, "needed": attempt.needed, "message": attempt.fit_error}
 
 
-def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: Target) -> tuple[Unit, dict[str, Unit]]:
+def find_unit(
+    objects: ClusterObjects, config: SchedulerConfiguration, index: PodIndex, target: Target
+) -> tuple[Unit, dict[str, Unit]]:
     """The unit `target` names (a pod's: its group's), and every pending unit; raises `ExplainError`."""
     if target.kind == "pod":
         pod = objects.pods.get(target.key)
         if pod is None:
             raise NotFound(f'pods "{target.name}" not found')
         key = unit_of(pod)
-        units = units_of(objects, config, [key])
+        units = units_of(objects, config, index, [key])
         unit = units[key]
         if not unit.ours:
             name = pod.spec.scheduler_name or "default-scheduler"
@@ -139,20 +143,28 @@ def find_unit(objects: ClusterObjects, config: SchedulerConfiguration, target: T
         plural = "podgroups." + (target.api_version or "scheduling.phalanx.dev/").split("/")[0]
         raise NotFound(f'{plural} "{target.name}" not found')
     key = group_unit(target.key)
-    units = units_of(objects, config, [key])
+    units = units_of(objects, config, index, [key])
     return units[key], units
 
 
-def explain(objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, target: Target) -> Explanation:
-    """Explain `target` on `objects` at `now`; raises `ExplainError` when there is nothing to explain."""
-    unit, units = find_unit(objects, config, target)
+def explain(
+    objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, target: Target, warm: Warm | None = None
+) -> Explanation:
+    """Explain `target` on `objects` at `now`; raises `ExplainError` when there is nothing to explain. `warm`: the
+    caches an earlier explanation left (`warm.py`), brought up to `objects` first."""
+    warm = warm or Warm(config)
+    index = warm.pods(objects, config)
+    unit, units = find_unit(objects, config, index, target)
     pending = unit.pending_members
     run = None
     if unit.is_pending:
         needed = unit.min_count - unit.bound if unit.policy == "gang" else len(pending)
-        run = dry_run(objects, config, now, unit.unit_key, {m.key for m in pending}, max(1, needed))
+        members = {m.key for m in pending}
+        run = dry_run(
+            objects, config, now, unit.unit_key, members, max(1, needed), warm.dry_runs, index.terminating.keys()
+        )
     rivals = [u for u in units.values() if u.unit_key != unit.unit_key and u.priority >= unit.priority]
-    found = in_flight(objects, [unit, *rivals])  # one scan of the pods for both
+    found = in_flight(index, [unit, *rivals])
     flights = [f for f in found if f.preemptor == unit.unit_key]
     wanted = {n for m in pending if (n := m.nominated) is not None} | set((run.bound if run else {}).values())
     for other in found:

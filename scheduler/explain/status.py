@@ -16,6 +16,7 @@ from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import rfc3339
 from scheduler.explain.explanation import API_VERSION
 from scheduler.explain.units import InFlight, Unit, in_flight, units_of
+from scheduler.explain.warm import Warm
 from scheduler.framework.cluster import ClusterObjects
 
 
@@ -61,15 +62,21 @@ def unit_json(unit: Unit) -> dict[str, Any]:
 
 
 def pending_work(
-    objects: ClusterObjects, config: SchedulerConfiguration, now: datetime, namespace: str | None = None
+    objects: ClusterObjects,
+    config: SchedulerConfiguration,
+    now: datetime,
+    namespace: str | None = None,
+    warm: Warm | None = None,
 ) -> PendingWork:
-    """The pending units (of `namespace`, or every namespace), sorted by key, and their preemptions in flight."""
+    """The pending units (of `namespace`, or every namespace), sorted by key, and their preemptions in flight.
+    `warm`: the caches an earlier answer left (`warm.py`), brought up to `objects` first."""
+    index = (warm or Warm(config)).pods(objects, config)
     units = sorted(
         (
             u
-            for u in units_of(objects, config).values()
+            for u in units_of(objects, config, index).values()
             if u.is_pending and (namespace is None or u.key.partition("/")[0] == namespace)
         ),
         key=lambda u: u.key,
     )
-    return PendingWork(now, units, in_flight(objects, units))
+    return PendingWork(now, units, in_flight(index, units))

@@ -25,10 +25,10 @@ from scheduler.api.meta import DISRUPTION_TARGET, rfc3339
 from scheduler.api.pod import QUEUE_LABEL, Pod
 from scheduler.api.pod_group import NATIVE_API_VERSION, PodGroup
 from scheduler.api.priority_class import PriorityClassNotFound
-from scheduler.framework.cluster import ClusterObjects, unit_of
+from scheduler.explain.pod_index import PodIndex, is_ours
+from scheduler.framework.cluster import ClusterObjects
 from scheduler.framework.reasons import PendingReason
 from scheduler.framework.reporter import GROUP_SCHEDULED
-from scheduler.framework.runner import DEFAULT_SCHEDULER
 from scheduler.framework.snapshot_builder import effective_priority
 from scheduler.framework.unit_key import group_of, group_unit, object_name
 from scheduler.preemption.actuator import REASON, message_preemptor
@@ -162,27 +162,18 @@ class InFlight:
     since: datetime | None
 
 
-def is_ours(pod: Pod, config: SchedulerConfiguration) -> bool:
-    return (pod.spec.scheduler_name or DEFAULT_SCHEDULER) == config.scheduler_name
-
-
-def units_of(objects: ClusterObjects, config: SchedulerConfiguration, keys: Collection[str] = ()) -> dict[str, Unit]:
+def units_of(
+    objects: ClusterObjects, config: SchedulerConfiguration, index: PodIndex, keys: Collection[str] = ()
+) -> dict[str, Unit]:
     """The units with a pending pod of this scheduler, and those named in `keys` (pending or not, a PodGroup
     without members too), by unit key (`framework/unit_key.py`: a pod and a PodGroup may share a name). Only
-    those are built: a cluster's running pods are tens of thousands of units nobody asked about."""
-    grouped: dict[str, list[Pod]] = {}
-    wanted = set(keys)
-    for pod in objects.pods.values():
-        if pod.is_terminal:
-            continue
-        key = unit_of(pod)
-        grouped.setdefault(key, []).append(pod)
-        if not pod.spec.node_name and pod.metadata.deletion_timestamp is None and is_ours(pod, config):
-            wanted.add(key)
+    those are built: a cluster's running pods are tens of thousands of units nobody asked about. `index` holds the
+    pods of `objects` (`pod_index.py`)."""
+    found = {key: index.members(key) for key in sorted(set(keys) | index.waiting.keys())}
     return {
-        key: _unit(key, grouped.get(key, []), objects, config)
-        for key in sorted(wanted)
-        if key in grouped or group_of(key) in objects.pod_groups
+        key: _unit(key, pods, objects, config)
+        for key, pods in found.items()
+        if pods or group_of(key) in objects.pod_groups
     }
 
 
@@ -275,19 +266,18 @@ def _written(unit: Unit) -> tuple[str, str] | None:
     return str(found.reason), found.message or ""
 
 
-def in_flight(objects: ClusterObjects, units: Iterable[Unit]) -> list[InFlight]:
-    """The preemptions under way: pending units with nominated members or with victims still terminating."""
+def in_flight(index: PodIndex, units: Iterable[Unit]) -> list[InFlight]:
+    """The preemptions under way: pending units with nominated members or with victims still terminating (among
+    the pods `index` holds)."""
     named: dict[str, list[Pod]] = {}
     unnamed: dict[str, list[Pod]] = {}
-    for pod in objects.pods.values():
-        if pod.metadata.deletion_timestamp is None or not pod.spec.node_name:
-            continue
+    for pod in index.terminating.values():
         target = pod.condition(DISRUPTION_TARGET)
         if target is None or target.status != "True" or target.reason != REASON:
             continue
         preemptor = message_preemptor(target.message or "")
         if preemptor is None:
-            unnamed.setdefault(pod.spec.node_name, []).append(pod)
+            unnamed.setdefault(pod.spec.node_name or "", []).append(pod)  # always bound
         else:
             named.setdefault(preemptor, []).append(pod)
     found = []

@@ -10,14 +10,16 @@ the scheduler on a real cluster, so the units waiting for that room are woken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
 
 from scheduler.cluster.memory import MemoryCluster
+from scheduler.framework.profile import Profile
 from scheduler.framework.runner import Actuator, PassReport, Scheduler
+from scheduler.framework.snapshot_builder import PodInfoCache
 from scheduler.plugins import default_profile
 from scheduler.simulation.scenario import Scenario
 
@@ -47,16 +49,22 @@ def simulate(
     on_pass: Callable[[PassReport], None] | None = None,
     done: Callable[[], bool] | None = None,
     max_passes: int = MAX_PASSES,
+    profile: Profile | None = None,
+    cache: PodInfoCache | None = None,
+    terminating: Iterable[str] | None = None,
 ) -> Simulation:
     """Run to quiescence (or `until`, or `done()` true after a pass, or `max_passes`); `actuator` builds the
-    preemption actuator for the cluster."""
-    cluster = MemoryCluster(scenario.objects, now)
+    preemption actuator for the cluster. `profile` and `cache`, a scheduler's plugins and snapshot caches, may come
+    warm from an earlier run (`scheduler/explain/dry_run.py`): they bring themselves up to the objects. `terminating`:
+    the bound pods being deleted, when the caller knows them (`MemoryCluster`)."""
+    cluster = MemoryCluster(scenario.objects, now, terminating)
     scheduler = Scheduler(
         cluster,
         scenario.config,
-        default_profile(scenario.config),
+        profile or default_profile(scenario.config),
         actuator=actuator(cluster) if actuator else None,
         all_schedulers=all_pending,
+        cache=cache,
     )
     run = Simulation(cluster, scheduler, now, all_pending=all_pending)
     for _ in range(max_passes):

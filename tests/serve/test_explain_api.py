@@ -9,32 +9,26 @@ user in `X-Remote-*` headers, as kube-apiserver sends them. The same server behi
 
 from __future__ import annotations
 
-import json
 import ssl
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 import urllib3
 
-from kube.client import api_client
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.namespace import Namespace
 from scheduler.framework.cluster import ClusterObjects
 from scheduler.serve.answers import Answers, Replica, Seen
 from scheduler.serve.limits import Limiter
-from scheduler.serve.server import ExplainServer, serve
 from tests.apiserver.server import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
-from tests.serve.pki import PROXY, Authority, ClientCertificate, Serving, authority, front_proxy_config_map, serving
+from tests.serve.pki import PROXY, authority, front_proxy_config_map, serving
+from tests.serve.served import GROUP, PREFIX, Served, served_answers
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
-GROUP = "explain.phalanx.dev"
-PREFIX = f"/apis/{GROUP}/v1alpha1"
 
 
 def cluster() -> ClusterObjects:
@@ -55,68 +49,14 @@ def cluster() -> ClusterObjects:
     return objects
 
 
-@dataclass
-class Served:
-    server: ExplainServer
-    api: ApiServer
-    serving: Serving
-    proxy: Authority
-    certs: Path
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.server.server_address[1]}"
-
-    def client(self, name: str = PROXY, ca: Authority | None = None) -> ClientCertificate:
-        return (ca or self.proxy).client(name, self.certs / (name if ca is None else f"other-{name}"))
-
-    def get(
-        self,
-        path: str,
-        user: str | None = "alice",
-        certificate: ClientCertificate | str | None = PROXY,
-        groups: tuple[str, ...] = ("system:authenticated",),
-    ) -> tuple[int, Any, dict[str, str]]:
-        """GET `path` as the front proxy (a client certificate of that name, or the given one, or None) for `user`."""
-        if isinstance(certificate, str):
-            certificate = self.client(certificate)
-        pair = certificate.pair if certificate is not None else (None, None)
-        pool = urllib3.PoolManager(
-            ca_certs=str(self.serving.ca_file), cert_file=pair[0], key_file=pair[1], retries=False
-        )
-        headers = urllib3.HTTPHeaderDict()
-        if user is not None:
-            headers.add("X-Remote-User", user)
-        for group in groups:
-            headers.add("X-Remote-Group", group)
-        reply = pool.request("GET", self.url + path, headers=headers, timeout=30)
-        return reply.status, json.loads(reply.data), dict(reply.headers)
-
-
 @pytest.fixture
 def served(apiserver: ApiServer, tmp_path: Path) -> Iterator[Served]:
-    proxy = authority("front-proxy-ca")
-    apiserver.create(front_proxy_config_map(proxy))
-    files = serving(tmp_path / "serving", "127.0.0.1")
     objects = cluster()
     answers = Answers(
         lambda: Seen(objects, "42"), SchedulerConfiguration(), lambda: Replica("replica-0", True), now=lambda: NOW
     )
-    server = serve(
-        "127.0.0.1",
-        0,
-        files.cert_file,
-        files.key_file,
-        api_client(apiserver.kubeconfig(tmp_path / "kubeconfig"), "scheduler"),
-        answers,
-        Limiter(concurrency=1, rate=1000, burst=1000),
-        synced=lambda: True,
-        front_proxy_resync_seconds=0.2,
-    )
-    try:
-        yield Served(server, apiserver, files, proxy, tmp_path / "clients")
-    finally:
-        server.stop()
+    with served_answers(apiserver, tmp_path, answers) as served:
+        yield served
 
 
 def test_a_user_allowed_to_get_the_explanation_gets_the_documents_of_explain_json(served: Served) -> None:
@@ -272,24 +212,14 @@ def test_a_rotated_front_proxy_ca_is_trusted_without_a_restart(served: Served) -
 
 
 def test_over_the_rate_a_request_gets_429_with_retry_after(apiserver: ApiServer, tmp_path: Path) -> None:
-    proxy = authority("front-proxy-ca")
-    apiserver.create(front_proxy_config_map(proxy))
     apiserver.allow("alice", "list", GROUP, "pendingwork", "ml")
-    files = serving(tmp_path / "serving", "127.0.0.1")
     objects = cluster()
     answers = Answers(
         lambda: Seen(objects, "1"), SchedulerConfiguration(), lambda: Replica("r", False), now=lambda: NOW
     )
-    api = api_client(apiserver.kubeconfig(tmp_path / "kubeconfig"), "scheduler")
-    server = serve(
-        "127.0.0.1", 0, files.cert_file, files.key_file, api, answers, Limiter(1, rate=0.1, burst=1), lambda: True
-    )
-    try:
-        served = Served(server, apiserver, files, proxy, tmp_path / "clients")
+    with served_answers(apiserver, tmp_path, answers, Limiter(1, rate=0.1, burst=1)) as served:
         first = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
         second = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
-    finally:
-        server.stop()
     assert first[0] == 200 and first[1]["servedBy"]["leader"] is False
     assert (second[0], second[1]["reason"], second[2]["Retry-After"]) == (429, "TooManyRequests", "10")
 

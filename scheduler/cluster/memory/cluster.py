@@ -26,6 +26,7 @@ the claims made for it are deleted and its reservations removed (a claim reserve
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -100,7 +101,9 @@ class BindingRecord:
 
 
 class MemoryCluster:
-    def __init__(self, objects: ClusterObjects, now: datetime) -> None:
+    def __init__(self, objects: ClusterObjects, now: datetime, terminating: Iterable[str] | None = None) -> None:
+        """`terminating`: the keys of the bound pods being deleted, when the caller has them at hand (`explain`'s
+        index of a cluster's pods); else they are found among every pod, a walk that touches each of them."""
         self._objects = objects
         self._now = now
         self._version = 0
@@ -117,15 +120,16 @@ class MemoryCluster:
         self.removed = 0
         """Pods a write removed at once (unbound, or a grace period of 0): each is a change no pass has
         seen yet, as a watch's DELETED event is on a real cluster; the driver runs a pass for it."""
-        for key, pod in objects.pods.items():
+        for key, pod in objects.pods.items() if terminating is None else ((k, objects.pods[k]) for k in terminating):
             deleted = pod.metadata.deletion_timestamp
             if deleted is not None and pod.spec.node_name:
                 gone = deleted + timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
                 heapq.heappush(self._terminations, (max(now, gone), key))
-        for group in list(objects.pod_groups.values()):
-            self._make_claims(group)
-        for pod in list(objects.pods.values()):
-            self._make_claims(pod)
+        if objects.resource_claim_templates:  # else none to make: a walk of every pod saved (a cluster's objects)
+            for group in list(objects.pod_groups.values()):
+                self._make_claims(group)
+            for pod in list(objects.pods.values()):
+                self._make_claims(pod)
 
     # -- clock -------------------------------------------------------------------------------
     def now(self) -> datetime:
