@@ -18,146 +18,24 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.control_plane import Json
+from tests.e2e.devices import DRIVER, DeviceSide, device_sides
 from tests.e2e.differential.kube_scheduler import KubeScheduler
-from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
-from tests.e2e.objects import NATIVE, SCHEDULER_NAME, Pool
+from tests.e2e.objects import NATIVE, Pool
 from tests.e2e.sides import QUIET_SECONDS, Settled, Side, settled
 from tests.polling import wait_for
 
-DRIVER = "gpu.example.com"
-RESOURCE = "resource.k8s.io/v1"
-FINALIZER = "resource.kubernetes.io/delete-protection"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 FIT_ERROR = re.compile(r"0/\d+ nodes are available: [^.]*")
 """The part of a PodScheduled message that says why each node was rejected."""
 
 
-Allocation = tuple[list[tuple[str, str, str, str]], list[str], str | None]
-"""A claim's allocation as the test compares it: `[(request, driver, node role of the pool, device)]`, the
-`resource/name` of each consumer it is reserved for, and the role of the one node its node selector admits."""
-
-
-@dataclass(slots=True)
-class DeviceSide(Side):
-    """A side whose nodes publish GPUs and whose pods claim them (of the test's DeviceClass)."""
-
-    device_class: str = ""
-
-    def add_gpu_node(self, role: str, *models: str, cpu: str = "16") -> str:
-        """A node with one device per model (`gpu-0`, `gpu-1`, ...), in a pool named after it."""
-        name = self.add_node(role, cpu=cpu)
-        devices = [{"name": f"gpu-{i}", "attributes": {"model": {"string": m}}} for i, m in enumerate(models)]
-        pool = {"name": name, "generation": 1, "resourceSliceCount": 1}
-        spec = {"driver": DRIVER, "nodeName": name, "pool": pool, "devices": devices}
-        self.pool.cluster_object(
-            {"apiVersion": RESOURCE, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
-        )
-        return name
-
-    def claim_spec(self, model: str) -> Json:
-        selector = {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "{model}"'}}
-        exactly = {"deviceClassName": self.device_class, "selectors": [selector]}
-        return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
-
-    def create_claim(self, name: str, model: str) -> None:
-        meta = {"name": name, "namespace": self.namespace}
-        claim = {"apiVersion": RESOURCE, "kind": "ResourceClaim", "metadata": meta, "spec": self.claim_spec(model)}
-        self.pool.api.create(f"/apis/{RESOURCE}/namespaces/{self.namespace}/resourceclaims", claim)
-
-    def create_template(self, name: str, model: str) -> None:
-        meta = {"name": name, "namespace": self.namespace}
-        template = {"apiVersion": RESOURCE, "kind": "ResourceClaimTemplate", "metadata": meta}
-        template["spec"] = {"spec": self.claim_spec(model)}
-        self.pool.api.create(f"/apis/{RESOURCE}/namespaces/{self.namespace}/resourceclaimtemplates", template)
-
-    def gpu_pod(
-        self,
-        name: str,
-        claim: str | None = None,
-        template: str | None = None,
-        priority_class: str | None = None,
-        **spec: object,
-    ) -> Json:
-        """A pod whose container uses one claim, `gpu`: the named ResourceClaim, or one made from `template`."""
-        source = {"resourceClaimName": claim} if claim is not None else {"resourceClaimTemplateName": template}
-        made = self.pod(name, priority_class=priority_class)
-        made["spec"] |= {"resourceClaims": [{"name": "gpu", **source}], **spec}
-        made["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-        return made
-
-    def wait_allocated(self, names: Sequence[str]) -> dict[str, Allocation]:
-        """The allocation of each of `names`, once all are allocated."""
-
-        def all_allocated() -> dict[str, Allocation] | None:
-            found = self.allocated(names)
-            return found if len(found) == len(names) else None
-
-        found: dict[str, Allocation] = wait_for(all_allocated, what=f"{self.tag}'s claims {list(names)} allocated")
-        return found
-
-    def claims(self) -> dict[str, Json]:
-        path = f"/apis/{RESOURCE}/namespaces/{self.namespace}/resourceclaims"
-        return {c["metadata"]["name"]: c for c in self.pool.api.items(path)}
-
-    def claim_of(self, pod_name: str) -> str | None:
-        """The claim the resourceclaim controller made for `pod_name`'s template, once it said so in the pod."""
-        statuses = self.pods().get(pod_name, {}).get("status", {}).get("resourceClaimStatuses", [])
-        return next((s.get("resourceClaimName") for s in statuses if s["name"] == "gpu"), None)
-
-    def allocation(self, claim_name: str) -> Allocation | None:
-        """A claim's `Allocation`, or None while it has none."""
-        claim = self.claims().get(claim_name)
-        if claim is None or not claim.get("status", {}).get("allocation"):
-            return None
-        status = claim["status"]
-        results = [
-            (r["request"], r["driver"], self.role(r["pool"]), r["device"])
-            for r in status["allocation"]["devices"]["results"]
-        ]
-        reserved = [f"{r['resource']}/{r['name']}" for r in status.get("reservedFor", [])]
-        terms = status["allocation"].get("nodeSelector", {}).get("nodeSelectorTerms", [])
-        fields = [f for t in terms for f in t.get("matchFields", [])]
-        node = self.role(fields[0]["values"][0]) if len(fields) == 1 and fields[0]["key"] == "metadata.name" else None
-        return results, reserved, node
-
-    def allocated(
-        self, names: Sequence[str]
-    ) -> dict[str, tuple[list[tuple[str, str, str, str]], list[str], str | None]]:
-        return {n: a for n in names if (a := self.allocation(n)) is not None}
-
-    def check_written(self, claim_name: str, pod_name: str) -> None:
-        """What an `Allocation` leaves out: `reservedFor` names the pod by its uid too, the allocation says when it
-        was made, and the claim holds the finalizer that keeps it while in use."""
-        claim = self.claims()[claim_name]
-        pod = self.pods()[pod_name]
-        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}]
-        assert claim["status"]["allocation"].get("allocationTimestamp"), claim["status"]
-        assert FINALIZER in claim["metadata"].get("finalizers", []), claim["metadata"]
-
-
 @pytest.fixture
 def sides(pool: Pool, kube_scheduler: KubeScheduler) -> Iterator[dict[str, DeviceSide]]:
-    kube_namespace = f"{pool.namespace}-kube"
-    pool.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kube_namespace}})
-    device_class = f"{pool.name}-gpu"
-    selector = {"cel": {"expression": f'device.driver == "{DRIVER}"'}}
-    meta = {"name": device_class}
-    pool.cluster_object(
-        {"apiVersion": RESOURCE, "kind": "DeviceClass", "metadata": meta, "spec": {"selectors": [selector]}}
-    )
-    made = {
-        "phalanx": DeviceSide(pool, "phalanx", SCHEDULER_NAME, pool.namespace, device_class),
-        "kube": DeviceSide(pool, "kube", KUBE_SCHEDULER_NAME, kube_namespace, device_class),
-    }
-    yield made
-    pool.api.request("DELETE", f"/api/v1/namespaces/{kube_namespace}")
-    for name in made["kube"].pods():
-        pool.api.delete(f"/api/v1/namespaces/{kube_namespace}/pods/{name}", grace_period_seconds=0)
+    with device_sides(pool) as made:
+        yield made
 
 
 def settled_on_both(sides: dict[str, DeviceSide], names: Sequence[str]) -> dict[str, Settled]:
