@@ -39,9 +39,10 @@ Workloads (`--workloads`, default preempt, drain and stream):
   PODS:GANGS`; our PodGroup for Phalanx, the native v1alpha2 one and `spec.schedulingGroup` for kube-scheduler,
   as in `preempt`). Once the probe is bound, the watch has seen PodScheduled=False on as many pods
   as never fit (their writes reached the server: on a loaded machine, a scheduler waiting on the server looks
-  idle), and the scheduler is idle (under 0.05 CPU-s in a second: the rest of its writes are sent), `--pods` pods stream in as in `stream`. For
-  Phalanx the note gives the retries made and avoided while streaming, and its passes meanwhile (how many,
-  their mean wall time; `stream` reports them too), read from its /metrics (the port its log announces).
+  idle), and the scheduler is idle (under 0.05 CPU-s in a second: the rest of its writes are sent), `--pods`
+  pods stream in as in `stream`. For Phalanx the note gives the retries made and avoided while streaming, and its
+  passes meanwhile (how many, their mean wall time; `stream` reports them too), read from its /metrics (the port its
+  log announces).
 - `preempt`: the 64-pod gang preemption (docs/DESIGN.md, Performance). Every node (32 CPU) is full with
   10 pods of 3.2 CPU, created bound, node i's pods in priority class i % 5; a gang of GANG members
   of 16 CPU at a higher priority arrives (`--preemption NODES:GANG`, default 100:16, 500:64 and
