@@ -2,9 +2,9 @@
 
 Rendered from the `Explanation` document (`-o json`), whoever computed it (the scheduler's explain API, or this
 command): the unit and its state, its members, where they can go now (kube-scheduler's FitError and how many
-fit), what preemption would do now (the Decision's summary, then one line per victim and spared candidate,
-capped), the preemptions in flight that concern it, what would unblock it, and which scheduler replica answered.
-`-o json` has everything.
+fit, and for a topology group no domain can take, how many the closest domains could), what preemption would do now
+(the Decision's summary, then one line per victim and spared candidate, capped), the preemptions in flight that
+concern it, what would unblock it, and which scheduler replica answered. `-o json` has everything.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from phalanx.kubectl.printer import NONE, age, table
+from scheduler.framework.pod_group_placement import DomainFit, shortfalls
 from scheduler.preemption.decision import Decision, DomainCost, Outcome, Spared, SpareReason, Victim, VictimReason
 
 DETAIL_LINES = 20
@@ -107,7 +108,7 @@ def render(explained: Doc) -> str:
     placement = explained["placement"]
     if placement is not None:
         fit = f"{placement['fit']} of {placement['needed']} member(s) fit"
-        said = placement["message"]
+        said = "; ".join(s for s in (_domains(placement), placement["message"]) if s)
         out += _field("Placement now", f"{fit}. {said}".rstrip(". ") + ("." if said else ""))
     else:
         out += _field("Placement now", "not tried: its members are held back (see State)")
@@ -142,6 +143,12 @@ def render(explained: Doc) -> str:
             left = f"{len(victims)} victim(s) still terminating{since}" + (f": {named}" if named else "")
             out += f"  {flight['preemptor']}: {held}; {left}\n"
     return out + _unblock(explained) + _served(explained)
+
+
+def _domains(placement: Doc) -> str:
+    """What the closest topology domains could take, as the members' reason says it ("" for a group without)."""
+    fits = [DomainFit(d["name"], d["fit"], d["needed"], not d["atMost"]) for d in placement.get("domains", ())]
+    return shortfalls(fits) if fits else ""
 
 
 def _on(bound: list[Doc]) -> str:

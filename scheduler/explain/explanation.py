@@ -115,10 +115,17 @@ class Explanation:
 
 
 def _placement(run: DryRun | None, nodes: int) -> dict[str, Any] | None:
+    """How its placement went; `domains` only for a topology group no domain could take: how many members each
+    could, closest first (`atMost`: a bound, for a domain passed over without placing a pod)."""
     if run is None or run.attempt is None:
         return None
     attempt = run.attempt
-    return {"nodes": nodes, "fit": attempt.placed, "needed": attempt.needed, "message": attempt.fit_error}
+    placement = {"nodes": nodes, "fit": attempt.placed, "needed": attempt.needed, "message": attempt.fit_error}
+    if attempt.domains:
+        placement["domains"] = [
+            {"name": d.name, "fit": d.fit, "needed": d.needed, "atMost": not d.exact} for d in attempt.domains
+        ]
+    return placement
 
 
 def find_unit(

@@ -24,7 +24,7 @@ from scheduler.api.meta import ApiModel
 from scheduler.api.pod_group import PodGroup
 from scheduler.framework.cluster import Cluster
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.pod_group_placement import Domain, Proposal, Refusal
+from scheduler.framework.pod_group_placement import Domain, DomainFit, Proposal, Refusal
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, VictimUnit
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import SUCCESS, Code, Status
@@ -218,6 +218,8 @@ class Placement:
     note: str = ""
     """What the placement step says of the unit as a whole, which each member that failed says already: for a
     topology group that no domain could take, what each domain could."""
+    domains: tuple[DomainFit, ...] = ()
+    """For a topology group that no domain could take: how many members each domain could, closest first."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,11 @@ reverse, then the pod), so a unit that cannot bind leaves the snapshot as it fou
 
 A pod group with topology domains (`pod_group_placement.py`) is placed in each domain in turn, on its nodes only,
 and goes where the PlacementScore plugins score highest; when none can take it, it is left placed in the domain that
-took most of it, the domains' shortfalls said in each member's reason, and its PostFilter may preempt only inside
-one domain (the domains tried are in CycleState). Otherwise the Placement plugins propose other ways to place the
-unit first (`PlacementPlugin`). One is taken when it binds, or when its preemption would nominate (a dry run of the
-PostFilter plugins: nothing is written); the unit as it stands is the last resort. So a way that spares something is
-given up only for one that can neither fit nor preempt.
+took most of it, each member's reason saying how many members the closest domains could take, and its PostFilter may
+preempt only inside one domain (the domains tried are in CycleState). Otherwise the Placement plugins propose other
+ways to place the unit first (`PlacementPlugin`). One is taken when it binds, or when its preemption would nominate (a
+dry run of the PostFilter plugins: nothing is written); the unit as it stands is the last resort. So a way that spares
+something is given up only for one that can neither fit nor preempt.
 """
 
 from __future__ import annotations
@@ -36,14 +36,20 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.normalize import MAX_NODE_SCORE
 from scheduler.framework.placement import PlacementMemo
-from scheduler.framework.pod_group_placement import TRIED_KEY, Domain, Proposal, Refusal, Tried
+from scheduler.framework.pod_group_placement import (
+    TRIED_KEY,
+    Domain,
+    DomainFit,
+    Proposal,
+    Refusal,
+    Tried,
+    closest_first,
+    shortfalls,
+)
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit
 from scheduler.framework.profile import Profile
 from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.framework.status import Code, Status, error
-
-SHORTFALLS_SHOWN = 4
-"""Domains named in a reason when none can take a group (those that took most of it); the rest are counted."""
 
 log = structlog.get_logger(__name__)
 
@@ -88,26 +94,33 @@ class UnitPlacer:
         return []
 
     def _refused(self, unit: SchedulingUnit, message: str) -> Placement:
-        """No domain exists: every member fails, and no preemption can make one."""
-        failure = (Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)), None)
+        """No domain can take the group: every member fails, no preemption can help, and the FitError says why once
+        (as a PreFilter rejection does) rather than counting nodes."""
+        count = len(self.memo.snapshot.nodes.names)
+        nowhere = np.zeros(count, dtype=np.bool_)
+        verdict = NodeVerdict(nowhere, code=Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message=message)
+        failure = (Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)), verdict)
         return Placement(unit, (), {m.key: failure for m in unit.members}, self._bound(unit))
 
     def _in_one_domain(self, unit: SchedulingUnit, domains: list[Domain], state: CycleState) -> Placement:
         """Each domain of the narrowest level that has a feasible one, the unit placed on its nodes only and undone;
         then the best of them again, for real. With none feasible, the domain that took most members, each
-        member's reason naming what every domain could take."""
+        member's reason naming what the closest domains could take."""
         assert unit.group is not None
         state.write(TRIED_KEY, Tried(tuple(domains)))
-        needed = unit.min_count if unit.group.is_gang else self._bound(unit) + 1
-        shortfalls: list[tuple[int, str]] = []
+        bound = self._bound(unit)
+        needed = unit.min_count if unit.group.is_gang else bound + 1
+        fits: list[DomainFit] = []
         closest: tuple[int, Domain] | None = None
-        least = self._least_need(unit, needed)
+        need = self._cumulative_need(unit, needed - bound)
         free = self.memo.snapshot.nodes.free()
         for level in sorted({d.level for d in domains}):
             proposals: list[Proposal] = []
-            for domain in (d for d in domains if d.level == level):
-                if least is not None and not (free[domain.rows].sum(axis=0) >= least).all():
-                    shortfalls.append((-1, domain.name))
+            tier = [d for d in domains if d.level == level]
+            reach = _reach(need, free, tier, needed - bound)
+            for domain, most in zip(tier, reach, strict=True):
+                if most is not None:
+                    fits.append(DomainFit(domain.name, bound + most, needed, exact=most == 0))
                     continue
                 trial = self._trial(unit, state, domain.rows)
                 fitted = len(trial.placed) + trial.bound_before
@@ -115,31 +128,49 @@ class UnitPlacer:
                     proposals.append(Proposal(domain, trial.placed, trial.bound_before))
                 elif closest is None or fitted > closest[0]:
                     closest = (fitted, domain)
-                shortfalls.append((fitted, domain.name))
+                fits.append(DomainFit(domain.name, fitted, needed))
                 self.undo(trial, state)
             if proposals:
                 best = choose(unit.group, proposals, self.profile.placement_scores, self.memo.snapshot)
                 return self._trial(unit, state, best.domain.rows)
-        # Left where most of it fits, its members' reasons (and the Permit plugins') naming every domain's shortfall;
+        # Left where most of it fits, its members' reasons (and the Permit plugins') naming the closest domains;
         # never on the union of the domains, where a gang could fit spread over several.
-        said = _shortfalls(sorted(shortfalls, key=lambda s: -s[0]), needed)
+        ordered = closest_first(fits)
+        said = shortfalls(ordered) + self._nominated_elsewhere(unit, domains)
         placement = self._trial(unit, state, (closest[1] if closest is not None else domains[0]).rows)
         failures = {
             key: (Status(status.code, (f"{said}; {status.message()}",)), verdict)
             for key, (status, verdict) in placement.failures.items()
         }
-        return replace(placement, failures=failures, note=said)
+        return replace(placement, failures=failures, note=said, domains=tuple(ordered))
 
-    def _least_need(self, unit: SchedulingUnit, needed: int) -> IntArray | None:
-        """What the members a domain must still take need at least, per resource (None: it needs none): a domain
-        whose free resources fall short of it cannot hold them (a bound, not a fit), and is passed over without
-        placing a pod."""
-        table = self.memo.snapshot.nodes
-        want = needed - self._bound(unit)
+    def _nominated_elsewhere(self, unit: SchedulingUnit, domains: list[Domain]) -> str:
+        """`; its nominated nodes are in no one topology domain now (rack=a, rack=b)` when no domain tried holds
+        every member's nominated node (nodes relabelled since its preemption chose one): the nominations no longer pin
+        the group, and its preemption decides again. Names the narrowest domains tried that hold any of those nodes,
+        and counts those outside them."""
+        index = self.memo.snapshot.nodes.index
+        rows = [index[node] for m in unit.members if (node := m.pod.status.nominated_node_name) in index]
+        if not rows or any(d.rows[rows].all() for d in domains):
+            return ""
+        narrowest = [d for d in domains if d.level == domains[0].level]
+        named = [d.name for d in narrowest if d.rows[rows].any()]
+        outside = sum(1 for row in set(rows) if not any(d.rows[row] for d in narrowest))
+        if outside:
+            named.append(f"{outside} node(s) outside those tried")
+        return f"; its nominated nodes are in no one topology domain now ({', '.join(named)})"
+
+    def _cumulative_need(self, unit: SchedulingUnit, want: int) -> IntArray | None:
+        """Row k: what any k+1 members need at least, per resource (the sum of that resource's k+1 smallest
+        requests); None when a domain must take no more members (`want`). A domain whose free resources, summed over
+        its nodes, fall short of row `want - 1`, or whose nodes could not hold `want` members of the cheapest kind,
+        cannot hold the members it must take (a bound, not a fit): it is passed over without placing a pod, and the
+        bound says how many it could take at most (`_reach`)."""
         if want <= 0:
             return None
-        least: IntArray = np.sort(np.array([table.usage(m.requests) for m in unit.members]), axis=0)[:want].sum(axis=0)
-        return least
+        table = self.memo.snapshot.nodes
+        need: IntArray = np.cumsum(np.sort(np.array([table.usage(m.requests) for m in unit.members]), axis=0), axis=0)
+        return need
 
     def _bound(self, unit: SchedulingUnit) -> int:
         group = unit.group
@@ -273,14 +304,16 @@ def choose(
     return proposals[max(range(len(proposals)), key=lambda i: (totals[i], -i))]
 
 
-def _shortfalls(found: list[tuple[int, str]], needed: int) -> str:
-    """`no topology domain can take N members (rack=a: 3 of N fit; rack=b: too little free ...)`, the closest
-    first (-1: the domain's free resources could not hold them, so none was placed there)."""
-    named = [
-        f"{name}: {fitted} of {needed} fit" if fitted >= 0 else f"{name}: too little free for {needed}"
-        for fitted, name in found[:SHORTFALLS_SHOWN]
-    ]
-    rest = len(found) - SHORTFALLS_SHOWN
-    if rest > 0:
-        named.append(f"{rest} more domain(s), none closer")
-    return f"no topology domain can take {needed} members ({'; '.join(named)})"
+def _reach(need: IntArray | None, free: IntArray, tier: list[Domain], want: int) -> list[int | None]:
+    """Per domain, None when it could hold the `want` members it must take (or must take none), else at most how many
+    more members it could hold: the fewer of the rows of `need` its free resources summed over its nodes cover, and
+    of the members each node could hold were they all the cheapest (`need`'s first row)."""
+    if need is None:
+        return [None] * len(tier)
+    cheapest = need[0]
+    each = np.where(cheapest > 0, np.maximum(free, 0) // np.maximum(cheapest, 1), len(need)).min(axis=1)
+    columns = np.column_stack([free, each])
+    room = np.array([columns[d.rows].sum(axis=0) for d in tier])
+    covered = np.min([np.searchsorted(need[:, r], room[:, r], side="right") for r in range(need.shape[1])], axis=0)
+    most = np.minimum(covered, room[:, -1])
+    return [None if int(m) >= want else int(m) for m in most]

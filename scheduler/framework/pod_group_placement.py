@@ -20,6 +20,7 @@ A group without the constraint gets no domain from any generator, and is placed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.framework.cycle_state import CycleState
@@ -53,6 +54,42 @@ class Proposal:
     domain: Domain
     assignments: tuple[tuple[PodInfo, int], ...]
     scheduled: int
+
+
+@dataclass(frozen=True, slots=True)
+class DomainFit:
+    """How many of a group's members one domain could take of the `needed` it must hold, those bound before included,
+    when none could take enough: counted by placing them there, or, for a domain whose free resources summed over its
+    nodes could not hold enough (passed over without placing a pod), at most the members whose cheapest requests that
+    sum covers."""
+
+    name: str
+    fit: int
+    needed: int
+    exact: bool = True
+
+    def say(self) -> str:
+        """`rack=a: 2 of 4 members fit`, or `rack=c: at most 1 of 4 members fit` for a bound."""
+        return f"{self.name}: {'' if self.exact else 'at most '}{self.fit} of {self.needed} members fit"
+
+
+SHORTFALLS_SHOWN = 4
+"""Domains named in a reason when none can take a group (the closest); the rest are counted."""
+
+
+def closest_first(fits: Sequence[DomainFit]) -> list[DomainFit]:
+    """Most members first, a count before a bound of the same number, then the generator's order (label order)."""
+    return sorted(fits, key=lambda f: (-f.fit, not f.exact))
+
+
+def shortfalls(fits: Sequence[DomainFit]) -> str:
+    """`no topology domain can take 4 members (rack=a: 2 of 4 members fit; rack=b: ...; 3 more domain(s), none
+    closer)`: `fits`, one group's (at least one), closest first; the first `SHORTFALLS_SHOWN` named."""
+    named = [f.say() for f in fits[:SHORTFALLS_SHOWN]]
+    rest = len(fits) - SHORTFALLS_SHOWN
+    if rest > 0:
+        named.append(f"{rest} more domain(s), none closer")
+    return f"no topology domain can take {fits[0].needed} members ({'; '.join(named)})"
 
 
 @dataclass(frozen=True, slots=True)

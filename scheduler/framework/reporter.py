@@ -29,6 +29,7 @@ from scheduler.framework.cluster import Cluster, ClusterObjects, WriteRefused, o
 from scheduler.framework.interfaces import ConfigurationCheck, ConfigurationWarning, PostFilterResult
 from scheduler.framework.ledger import Refusal
 from scheduler.framework.pending import Pending, PendingPods
+from scheduler.framework.pod_group_placement import DomainFit
 from scheduler.framework.pod_info import PodInfo, SchedulingUnit, unit_queue
 from scheduler.framework.queue import SchedulingQueue
 from scheduler.framework.reasons import PendingReason, ReasonBook, UnitReason
@@ -57,13 +58,15 @@ class Binding:
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """How a unit's placement went before preemption: members placed (with those bound before) of those it
-    needs, kube-scheduler's FitError for the first member that fit nowhere ("" when every member fit), and the
-    members bound in this pass (none for a unit whose Permit refused its placement)."""
+    needs, kube-scheduler's FitError for the first member that fit nowhere ("" when every member fit), the
+    members bound in this pass (none for a unit whose Permit refused its placement), and for a topology group no
+    domain could take, how many members each could (`Placement.domains`)."""
 
     placed: int
     needed: int
     fit_error: str
     bound: int
+    domains: tuple[DomainFit, ...] = ()
 
 
 @dataclass(slots=True)

@@ -169,7 +169,7 @@ class Scheduler:
             placer.undo(placement, state)
             failures = rejected(placement, permit.status)
             placement = replace(placement, placed=())
-        report.attempts[unit.key] = Attempt(fitted, needed, fit_error, len(placement.placed))
+        report.attempts[unit.key] = Attempt(fitted, needed, fit_error, len(placement.placed), placement.domains)
         for pod, row in placement.placed:
             self._bind(pod, snapshot.nodes.names[row], unit.key, state, snapshot, report, placed)
         if placement.placed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from tests.e2e.objects import Pool
+from tests.e2e.objects import Pool, node
 from tests.e2e.sides import QUIET_SECONDS, Side, settled
 from tests.polling import wait_for
 
@@ -126,3 +126,83 @@ def test_a_label_no_node_has_keeps_the_gang_pending_saying_so(sides: dict[str, S
         assert side.placed(names[tag]) == {}, tag
     assert "no nodes found with topology label 'e2e.phalanx.dev/no-such-label'" in (said(sides["phalanx"]) or "")
     assert "no feasible placements found" in (said(sides["kube"]) or "")
+
+
+def rack_nodes(pool: Pool, layout: dict[str, str]) -> dict[str, str]:
+    """`layout`: node role -> rack; 4-CPU nodes of the pool, each in the pool's own value of the rack label. Returns
+    role -> node name."""
+    names = {}
+    for role, rack in layout.items():
+        made = node(f"{pool.name}-{role}", pool.name, "4")
+        made["metadata"]["labels"][RACK] = f"{pool.name}-{rack}"
+        pool.cluster_object(made)
+        names[role] = made["metadata"]["name"]
+    return names
+
+
+def relabel(pool: Pool, name: str, rack: str | None) -> None:
+    """Move a node to another rack of the pool (None: take the label off)."""
+    value = None if rack is None else f"{pool.name}-{rack}"
+    reply = pool.api.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {RACK: value}}})
+    assert reply.status == 200, reply.message
+
+
+def racks_now(pool: Pool, nodes: list[str]) -> set[str | None]:
+    """The rack label of each of `nodes` as the API server has it now."""
+    return {((pool.api.get(f"/api/v1/nodes/{n}") or {})["metadata"]["labels"]).get(RACK) for n in nodes}
+
+
+def scheduled_message(pool: Pool, pod: str) -> str:
+    conditions = ((pool.read_pod(pod) or {}).get("status") or {}).get("conditions") or []
+    return next((c.get("message") or "" for c in conditions if c["type"] == "PodScheduled"), "")
+
+
+def test_a_rack_relabelled_while_victims_terminate_is_decided_again(pool: Pool) -> None:
+    """Issue 40 point 8. The gang preempts rack a's priority-10 pods (rack b would cost a priority-20 pod) and its
+    members are nominated to a0 and a1. While the victims terminate, a0 moves to rack b: the nominations hold the gang
+    in no one rack, and it says so, naming both. Once the victims are gone, a0 and a1 could take all four members, but
+    that would split the gang over two racks: it goes whole into rack b as labelled now (a0 beside b's free room)."""
+    ten, twenty, urgent = (pool.priority_class(n, v) for n, v in (("ten", 10), ("twenty", 20), ("urgent", 1000)))
+    nodes = rack_nodes(pool, {"a0": "a", "a1": "a", "b0": "b", "b1": "b", "b2": "b"})
+    running = [pool.pod(f"ten-{i}", cpu="2", priority_class=ten, node=nodes[f"a{i // 2}"], grace=30) for i in range(4)]
+    running += [pool.pod(f"twenty-{i}", cpu="2", priority_class=twenty, node=nodes[f"b{i}"]) for i in range(3)]
+    pool.create(*running)
+    group = pool.pod_group("train", {"gang": {"minCount": 4}}, urgent)
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    members = [f"train-{i}" for i in range(4)]
+    pool.create(group, *(pool.pod(m, cpu="2", priority_class=urgent, group="train") for m in members))
+
+    def nominated() -> set[str]:
+        return {(pool.read_pod(m) or {}).get("status", {}).get("nominatedNodeName") for m in members} - {None}
+
+    wait_for(lambda: nominated() == {nodes["a0"], nodes["a1"]}, what="the gang nominated to rack a")
+    assert sorted(p["metadata"]["name"] for p in pool.terminating()) == [f"ten-{i}" for i in range(4)]
+    relabel(pool, nodes["a0"], "b")
+    said = f"its nominated nodes are in no one topology domain now ({RACK}={pool.name}-a, {RACK}={pool.name}-b)"
+    wait_for(lambda: said in scheduled_message(pool, members[0]), what=f"train-0 saying {said!r}")
+    assert pool.bound(members) == {}
+    pool.finish_terminating()
+    bound = pool.wait_bound(members, timeout=60)
+    assert racks_now(pool, list(bound.values())) == {f"{pool.name}-b"}, bound
+    assert [n for n in pool.pods() if n.startswith("twenty")] == [f"twenty-{i}" for i in range(3)], "nothing else went"
+
+
+def test_bound_members_split_by_a_relabel_keep_the_rest_waiting(pool: Pool) -> None:
+    """Issue 40 point 8. web-0 and web-1 of a basic group bind in rack a, one a node (3 of 4 CPUs each); then a0
+    moves to rack b, beside an empty b0. web-2 fits on any node by itself: it waits, naming both racks, and binds
+    once a0 is back in rack a, into rack a."""
+    nodes = rack_nodes(pool, {"a0": "a", "a1": "a"})
+    group = pool.pod_group("web", {"basic": {}})
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    pool.create(group, *(pool.pod(f"web-{i}", cpu="3", group="web") for i in range(2)))
+    assert sorted(pool.wait_bound(["web-0", "web-1"]).values()) == [nodes["a0"], nodes["a1"]]
+    rack_nodes(pool, {"b0": "b"})
+    relabel(pool, nodes["a0"], "b")
+    pool.create(pool.pod("web-2", cpu="1", group="web"))
+    said = f"members already bound run in {RACK}={pool.name}-a and {RACK}={pool.name}-b"
+    wait_for(lambda: said in scheduled_message(pool, "web-2"), what=f"web-2 saying {said!r}")
+    time.sleep(QUIET_SECONDS)
+    assert pool.bound(["web-2"]) == {}
+    relabel(pool, nodes["a0"], "a")
+    bound = pool.wait_bound(["web-2"])
+    assert racks_now(pool, list(bound.values())) == {f"{pool.name}-a"}, bound

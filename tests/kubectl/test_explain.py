@@ -304,3 +304,84 @@ def test_a_pod_whose_affinity_needs_a_pod_that_does_not_run_is_told_so(
     assert "0/1 nodes are available: 1 node(s) didn't match pod affinity rules" in out
     assert "a pod its required pod affinity matches must run first" in out
     assert "add " not in out.partition("What would unblock it:")[2]
+
+
+@pytest.mark.parametrize(
+    ("labels", "running", "want_said"),
+    [
+        pytest.param(
+            {"n0": {}},
+            [],
+            "no nodes found with topology label 'example.com/rack'",
+            id="a topology label no node has",
+        ),
+        pytest.param(
+            {"n0": {"example.com/rack": "a"}, "n1": {"example.com/rack": "b"}},
+            ["n0", "n1"],
+            "members already bound run in example.com/rack=a and example.com/rack=b: no topology domain holds them all",
+            id="bound members in two racks",
+        ),
+    ],
+)
+def test_a_topology_group_no_domain_can_exist_for_says_why_once(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    labels: dict[str, dict[str, str]],
+    running: list[str],
+    want_said: str,
+) -> None:
+    """Issue 40 point 5: the placement's FitError is the reason itself, said once (as a PreFilter rejection), and
+    what would unblock it says no node added would."""
+    nodes = []
+    for name, rack in labels.items():
+        made = make_node(name).cap(cpu="4")
+        for key, value in rack.items():
+            made = made.label(key, value)
+        nodes.append(made.obj())
+    group = (
+        make_podgroup("web").basic().spec_field("schedulingConstraints", {"topology": [{"key": "example.com/rack"}]})
+    )
+    members = [make_pod(f"web-{i}").req(cpu="1").group("web").on(node).stored().obj() for i, node in enumerate(running)]
+    pending = make_pod(f"web-{len(running)}").req(cpu="1").group("web").stored().obj()
+    path = dump(tmp_path, [*nodes, group.stored().obj(), *members, pending])
+    code, text, err = explain(capsys, "pg", "web", "-f", path, "--now", NOW)
+    assert code == 0, err
+    fit = f"{len(running)} of {len(running) + 1} member(s) fit"
+    assert f"Placement now: {fit}. 0/{len(nodes)} nodes are available: {want_said}.\n" in text
+    assert f"  - no node can take it until the pod or the objects it names change: {want_said}\n" in text
+
+
+def test_a_topology_group_no_domain_can_take_says_what_each_could(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40 point 5: "Placement now" names the closest racks and how many members each could take, as the members'
+    reason does; the JSON has every rack (`atMost`: a bound, the rack passed over without placing a pod). Rack a has
+    room for a member on each node but one is tainted: placed there, 3 fit."""
+    rack = "example.com/rack"
+    objects: list[Any] = []
+    for i in range(4):
+        node = make_node(f"a{i}").cap(cpu="3").label(rack, "a")
+        objects += [
+            (node.taint("maintenance") if i == 3 else node).obj(),
+            make_pod(f"busy-a{i}").req(cpu="1").on(f"a{i}").stored().obj(),
+        ]
+    objects += [
+        make_node("b0").cap(cpu="4").label(rack, "b").obj(),
+        make_node("c0").cap(cpu="1").label(rack, "c").obj(),
+    ]
+    group = make_podgroup("train").gang(4).spec_field("schedulingConstraints", {"topology": [{"key": rack}]})
+    objects += [group.stored().obj(), *(make_pod(f"w{i}").req(cpu="2").group("train").stored().obj() for i in range(4))]
+    path = dump(tmp_path, objects)
+    code, text, err = explain(capsys, "pg", "train", "-f", path, "--now", NOW)
+    assert code == 0, err
+    assert (
+        "Placement now: 3 of 4 member(s) fit. no topology domain can take 4 members (example.com/rack=a: 3 of 4 members"
+        " fit; example.com/rack=b: at most 2 of 4 members fit; example.com/rack=c: 0 of 4 members fit); 0/6 nodes are"
+        " available: 1 node(s) had untolerated taint {maintenance}, 4 Insufficient cpu.\n"
+    ) in text
+    placement = as_json(capsys, "pg", "train", "-f", path, "--now", NOW)["placement"]
+    assert placement["domains"] == [
+        {"name": "example.com/rack=a", "fit": 3, "needed": 4, "atMost": False},
+        {"name": "example.com/rack=b", "fit": 2, "needed": 4, "atMost": True},
+        {"name": "example.com/rack=c", "fit": 0, "needed": 4, "atMost": False},
+    ]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.api.node import Node
+from scheduler.api.pod import Pod
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class, yaml_documents
 from tests.scheduler.test_simulate_cli import EXAMPLES, simulate, write
 
@@ -124,3 +126,143 @@ def test_preemption_says_what_each_rack_could_take(tmp_path: Path, capsys: pytes
         "no topology domain can take 3 members even with every lower-priority unit in it removed"
         f" ({RACK}=a: 2 of 3; {RACK}=b: 2 of 3)"
     ) in pending["train-0"], pending
+
+
+def test_each_rack_says_how_many_members_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 point 5. Rack a's nodes have room for a member each, but a3 is tainted: placed there, 3 fit (a count).
+    Rack b's free CPU could hold 2 at most, rack c's none: passed over without placing a pod, each says its bound,
+    and a bound of 0 is a count. Closest first."""
+    objects: list[object] = []
+    for i in range(4):
+        node = make_node(f"a{i}").cap(cpu="3").label(RACK, "a")
+        objects += [
+            (node.taint("maintenance") if i == 3 else node).obj(),
+            make_pod(f"busy-a{i}").req(cpu="1").on(f"a{i}").obj(),
+        ]
+    objects += [rack_node("b0", "b", "4"), rack_node("c0", "c", "2"), make_pod("busy-c0").req(cpu="1").on("c0").obj()]
+    bound, pending = placed(tmp_path, capsys, *objects, *gang("train", 4, 4, "2", RACK))
+    assert not any(pod.startswith("train") for pod in bound), bound
+    assert (
+        f"no topology domain can take 4 members ({RACK}=a: 3 of 4 members fit; {RACK}=b: at most 2 of 4 members fit;"
+        f" {RACK}=c: 0 of 4 members fit)"
+    ) in pending["train-0"], pending
+
+
+def test_many_racks_name_the_closest_then_count_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seven racks of one node: the closest four are named (most members first, a count before a bound of the same
+    number, then label order), the other three counted."""
+    cpus = {"a": "2", "b": "6", "c": "4", "d": "2", "e": "6", "f": "2", "g": "2"}
+    nodes = [rack_node(f"{rack}0", rack, cpu) for rack, cpu in cpus.items()]
+    bound, pending = placed(tmp_path, capsys, *nodes, *gang("train", 4, 4, "2", RACK))
+    assert bound == {}, bound
+    assert (
+        f"({RACK}=b: at most 3 of 4 members fit; {RACK}=e: at most 3 of 4 members fit;"
+        f" {RACK}=c: at most 2 of 4 members fit; {RACK}=a: at most 1 of 4 members fit; 3 more domain(s), none closer)"
+    ) in pending["train-0"], pending
+
+
+def while_victims_terminate(nominations: list[str]) -> list[object]:
+    """The issue's preemption case as it stands while the victims terminate: the priority-1000 gang preempted rack a's
+    four priority-10 pods (30 s grace) and its members, as stored, are nominated to `nominations`; each of rack b's
+    three nodes runs a priority-0 and a priority-20 pod."""
+    objects: list[object] = [make_priority_class("low", 10).obj(), make_priority_class("high", 1000).obj()]
+    for i, node in enumerate(("a0", "a0", "a1", "a1")):
+        objects.append(make_pod(f"old-{i}").req(cpu="2").priority_class("low").on(node).terminating(grace=30).obj())
+    for i in range(3):
+        objects.append(make_pod(f"zero-{i}").req(cpu="2").priority(0).on(f"b{i}").obj())
+        objects.append(make_pod(f"twenty-{i}").req(cpu="2").priority(20).on(f"b{i}").obj())
+    group, *_ = gang("train", 0, 4, "2", RACK, priority="high")
+    members = [
+        make_pod(f"train-{i}").group("train").req(cpu="2").priority_class("high").nominated(node).stored().obj()
+        for i, node in enumerate(nominations)
+    ]
+    return [*objects, group, *members]
+
+
+def rack_now(objects: list[object], node: str) -> str | None:
+    """The rack label of `node` as the scenario has it."""
+    (found,) = [o for o in objects if isinstance(o, Node) and o.metadata.name == node]
+    return found.metadata.labels.get(RACK)
+
+
+def test_a_rack_relabelled_while_victims_terminate_is_decided_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40 point 8: the gang preempted in rack a and is nominated to a0 and a1; a0 is now in rack b. The
+    nominations hold it in no one rack: it says so, naming both, and never binds across the two (a0 and a1 had room
+    for all four once the victims were gone). Once they are gone it decides again in one rack as labelled now."""
+    nodes = [rack_node("a0", "b", "4"), rack_node("a1", "a", "4")] + [rack_node(f"b{i}", "b", "4") for i in range(3)]
+    objects = [*nodes, *while_victims_terminate(["a0", "a0", "a1", "a1"])]
+    path = write(tmp_path, "s.yaml", yaml_documents(objects))
+    code, report, err = simulate(capsys, path, "--until", "10s")
+    assert code == 0 and report is not None, err
+    said = {p["pod"]: p["message"] for p in report["pending"]}["default/train-0"]
+    assert f"its nominated nodes are in no one topology domain now ({RACK}=a, {RACK}=b)" in said, said
+    code, report, err = simulate(capsys, path)
+    assert code == 0 and report is not None, err
+    bound = {b["pod"]: b["node"] for b in report["bindings"] if b["pod"].startswith("default/train")}
+    assert len(bound) == 4, report["pending"]
+    assert {rack_now(objects, node) for node in bound.values()} == {"b"}, bound
+
+
+def test_a_rack_that_lost_a_node_while_victims_terminate_is_decided_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Node a0 is gone: rack a (a1) cannot hold the gang whatever is removed. Its preemption says so, naming the rack,
+    clears the nominations, and decides again: the gang binds whole in rack b."""
+    nodes = [rack_node("a1", "a", "4")] + [rack_node(f"b{i}", "b", "4") for i in range(3)]
+    objects = [*nodes, *while_victims_terminate(["a0", "a0", "a1", "a1"])]
+    objects = [o for o in objects if not (isinstance(o, Pod) and o.spec.node_name == "a0")]
+    bound, pending = placed(tmp_path, capsys, *objects)
+    train = {pod: node for pod, node in bound.items() if pod.startswith("train")}
+    assert sorted(train) == [f"train-{i}" for i in range(4)], pending
+    assert {rack_now(objects, node) for node in train.values()} == {"b"}, train
+
+
+@pytest.mark.parametrize(
+    ("racks", "want_node", "want_said"),
+    [
+        pytest.param(
+            {"a0": "b", "a1": "a"},
+            None,
+            f"members already bound run in {RACK}=a and {RACK}=b: no topology domain holds them all",
+            id="bound members split over two racks by a relabel wait naming both",
+        ),
+        pytest.param(
+            {"a0": None, "a1": "a"},
+            None,
+            f"members already bound run in {RACK}=a and on a node without label '{RACK}': no topology domain holds them"
+            " all",
+            id="a bound member on a node that lost the label waits naming it",
+        ),
+        pytest.param(
+            {"a0": "b", "a1": "b"},
+            "b0",
+            None,
+            id="bound members all relabelled take the rest to their rack as it is now",
+        ),
+    ],
+)
+def test_members_relabelled_between_passes(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    racks: dict[str, str | None],
+    want_node: str | None,
+    want_said: str | None,
+) -> None:
+    """Issue 40 point 8: web-0 and web-1 of a basic group were bound in rack a, on a0 and a1, since relabelled as
+    `racks`. web-2 fits on a0 or a1 by itself, and on c0 (rack c) or b0 (rack b) by rack: it goes to the rack of the
+    bound members as it is now, or waits saying why; never anywhere as if the constraint were absent."""
+    nodes = [
+        (make_node(n).cap(cpu="3").label(RACK, rack) if rack else make_node(n).cap(cpu="3")).obj()
+        for n, rack in racks.items()
+    ]
+    nodes += [rack_node("b0", "b", "8"), rack_node("c0", "c", "8")]
+    group = make_podgroup("web").basic().spec_field("schedulingConstraints", {"topology": [{"key": RACK}]}).obj()
+    running = [make_pod(f"web-{i}").group("web").req(cpu="1").on(f"a{i}").obj() for i in range(2)]
+    bound, pending = placed(
+        tmp_path, capsys, *nodes, group, *running, make_pod("web-2").group("web").req(cpu="1").obj()
+    )
+    assert bound.get("web-2") == want_node, (bound, pending)
+    if want_said is not None:
+        assert want_said in pending["web-2"], pending
