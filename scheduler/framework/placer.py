@@ -132,6 +132,7 @@ class UnitPlacer:
                 self.undo(trial, state)
             if proposals:
                 best = choose(unit.group, proposals, self.profile.placement_scores, self.memo.snapshot)
+                state.write(TRIED_KEY, Tried((best.domain,)))  # what did not fit here is preempted for here only
                 return self._trial(unit, state, best.domain.rows)
         # Left where most of it fits, its members' reasons (and the Permit plugins') naming the closest domains;
         # never on the union of the domains, where a gang could fit spread over several.

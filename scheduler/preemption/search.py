@@ -406,30 +406,44 @@ def _cheapest_domains(ctx: _Context, rows: IntArray, searched: _Searched) -> Ite
     the domains' order), the narrow level's before the wide one's. A domain is searched only once its lower bound
     (`_lower_bound`) could still beat the cheapest found and not yet handed out: in a cluster of many like racks,
     one or a few are searched, not all."""
+    everyone = len(ctx.inp.preemptor.members)
     for level in _levels(ctx.inp):
-        pending: list[tuple[tuple[int, int, int, int], int, IntArray, IntArray, str]] = []
+        pending: list[tuple[tuple[int, int, int, int, int], int, IntArray, IntArray, str]] = []
         hopeless = 0
         for order, (dom, dom_rows, name) in enumerate(_domains(ctx, rows, level)):
             bound = _lower_bound(ctx, dom, dom_rows)
             if bound is None:
                 hopeless += 1
             else:
-                pending.append((bound, order, dom, dom_rows, name))
+                pending.append(((-everyone, *bound), order, dom, dom_rows, name))
         pending.sort(key=lambda p: (p[0], p[1]))
-        found: list[tuple[tuple[int, int, int, int], int, _DomainResult]] = []
+        found: list[tuple[tuple[int, int, int, int, int], int, _DomainResult]] = []
         while pending or found:
             if pending and (not found or (pending[0][0], pending[0][1]) < min(f[:2] for f in found)):
                 _, order, dom, dom_rows, name = pending.pop(0)
-                result = _search_cluster(ctx, dom, dom_rows)
+                result = _search_domain(ctx, dom, dom_rows)
                 if result is not None:
                     score = (result.score[0], result.score[1], result.score[2], result.score[3])
-                    found.append((score, order, replace(result, name=name)))
+                    placed = int((result.assign >= 0).sum())
+                    found.append(((-placed, *score), order, replace(result, name=name)))
                     searched.costs.append((score, order, name))
                 continue
             best = min(found, key=lambda f: f[:2])
             found.remove(best)
             searched.passed = hopeless + len(pending)  # as the decision stands if this result is taken
             yield best[2]
+
+
+def _search_domain(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainResult | None:
+    """A topology group's search inside one domain: KEP-5710's, or the members placed one at a time there when
+    that is cheaper (`_pod_by_pod`), as the whole cluster's search keeps the cheaper of the two."""
+    kep = _search_cluster(ctx, dom, dom_rows)
+    if kep is None:
+        return None
+    within = np.zeros(len(ctx.inp.node_names), dtype=np.bool_)
+    within[dom] = True
+    other = _pod_by_pod(ctx, dom_rows, kep, within)
+    return other if other is not None and other.score < kep.score else kep
 
 
 def _lower_bound(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> tuple[int, int, int, int] | None:
@@ -548,7 +562,9 @@ def _search_node(ctx: _Context, dom: IntArray, rows: IntArray) -> _DomainResult:
     return _result(ctx, dom, victims, violating, spared, placement, bound)
 
 
-def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainResult | None:
+def _pod_by_pod(
+    ctx: _Context, rows: IntArray, kep: _DomainResult, within: BoolArray | None = None
+) -> _DomainResult | None:
     """The other plan for a pod group: its members placed one at a time (`pod_by_pod`), each in a
     one-node domain as kube-scheduler preempts for a basic group, built twice: ranking each member's
     victims as kube-scheduler does, and counting every set up to the KEP plan's PDB violations and
@@ -561,16 +577,19 @@ def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainRes
     (above it this plan could only cost more); the plan is not built at all when the KEP plan's victims
     are provably the fewest and cheapest any placement takes: no PDB violated, its highest victim at the
     binary-search bound (for one member shape the bound is exact), its pods as few as
-    `pod_by_pod.fewest_pods` allows and all of the lowest priority among those candidates."""
+    `pod_by_pod.fewest_pods` allows and all of the lowest priority among those candidates. `within`: the nodes of
+    the topology domain the members must stay in."""
     inp, pre = ctx.inp, ctx.inp.preemptor
+    masks = pre.masks if within is None else pre.masks & within
+    shapes = ctx.shapes if within is None else [_Shape(s.members, s.request, s.mask & within) for s in ctx.shapes]
     violations, ceiling, total, pods, _ = kep.score
     if not kep.victims:
         return None
     if violations == 0:
         rows = rows[ctx.unit_priority[inp.pod_unit[rows]] <= ceiling]
         lowest = int(ctx.unit_priority[inp.pod_unit[rows]].min())
-        if len(ctx.shapes) == 1 and ceiling == kep.bound and total == pods * lowest:
-            shape = ctx.shapes[0]
+        if len(shapes) == 1 and ceiling == kep.bound and total == pods * lowest:
+            shape = shapes[0]
             fewest = pod_by_pod.fewest_pods(
                 inp.free,
                 inp.pod_node[rows],
@@ -586,7 +605,7 @@ def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainRes
     dom = np.arange(len(inp.node_names), dtype=np.int64)
     best: tuple[tuple[int, int, int, int, float], _Placement, BoolArray] | None = None
     for floor in ((0, ties.NONE[1]), (violations, ceiling)):
-        plan = pod_by_pod.plan(inp.free, removable, pre.requests, pre.masks, floor)
+        plan = pod_by_pod.plan(inp.free, removable, pre.requests, masks, floor)
         placed = plan.assign >= 0
         if placed.sum() < (kep.assign >= 0).sum():
             continue
@@ -600,7 +619,7 @@ def _pod_by_pod(ctx: _Context, rows: IntArray, kep: _DomainResult) -> _DomainRes
     if best is None:
         return None
     _, placement, taken = best
-    return _reprieve(ctx, dom, ctx.shapes, rows[taken], local, placement, ceiling, rows, {}, [])
+    return _reprieve(ctx, dom, shapes, rows[taken], local, placement, ceiling, rows, {}, [])
 
 
 def _search_cluster(ctx: _Context, dom: IntArray, dom_rows: IntArray) -> _DomainResult | None:

@@ -16,6 +16,13 @@ port; `differential/scenario.py`; `PHALANX_FUZZ_CONSTRAINTS` picks which, the sp
 asked for, see `CONSTRAINED`): neither scheduler may leave a pod bound where it is broken (`ranking.broken`),
 and the summary counts same, better and worse per constraint.
 
+In that comparison `scenario.TOPOLOGY_SHARE` of the random scenarios (at least one; none with
+`PHALANX_FUZZ_TOPOLOGY=0`, whose scenarios are the same as without racks) put the nodes in racks and the preemptor,
+a group, under a topology constraint on the rack label. On both sides every member bound or nominated must sit in
+one rack (`ranking.split`). kube-scheduler 1.36.2 does not preempt for such a group: Phalanx is ranked against
+kube-scheduler's best confined to one rack, where it does preempt (`ranking.reference`), and must take its victims
+inside the rack it chose.
+
 Both ways must prove something: kube-scheduler preempts in some scenario of every run (a feature gate that
 stopped it would leave every verdict "same or better"), and the random protection scenarios meet a protected
 candidate in every run. Both schedulers retry a pod within `BACKOFF_SECONDS`, well inside the time a run
@@ -25,7 +32,7 @@ The seed is printed and can be given back: `PHALANX_FUZZ_SEED=N make fuzz`. `mak
 (`PHALANX_FUZZ_SCENARIOS`, default 10, and `PHALANX_FUZZ_PROTECTED`, default 4); `make fuzz` a long one,
 whose summary (`PHALANX_FUZZ_REPORT`) counts same, better and worse and says why each "better" is.
 A failing scenario is printed as code to paste into `REGRESSIONS` (or, with protections, into
-`PROTECTION_REGRESSIONS`) below.
+`PROTECTION_REGRESSIONS`) below; `TOPOLOGY_REGRESSIONS` name the racks and victims they expect.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from tests.e2e.differential.live import (
     settle,
 )
 from tests.e2e.differential.prediction import arrivals, dump, predict
-from tests.e2e.differential.ranking import Cost, Outcome, compare, cost, problems, why_better
+from tests.e2e.differential.ranking import Cost, Outcome, compare, cost, problems, reference, why_better
 from tests.e2e.differential.scenario import (
     CONSTRAINTS,
     Budget,
@@ -66,6 +73,7 @@ from tests.e2e.differential.scenario import (
     Scenario,
     Toleration,
     random_scenario,
+    topology_picks,
 )
 from tests.e2e.objects import Pool
 from tests.e2e.stack import Stack
@@ -86,6 +94,8 @@ unless asked for: Phalanx's preemption places only where a spread constraint hol
 while kube-scheduler's counts the matching victims it removes on the node, so it binds more or takes cheaper
 victims in about a third of the spread scenarios (issue 38; `PHALANX_FUZZ_CONSTRAINTS=anti-affinity,spread,host-port
 make fuzz`, seeds 386066 and 883862)."""
+TOPOLOGY = os.environ.get("PHALANX_FUZZ_TOPOLOGY", "1") != "0"
+"""Whether the kube-scheduler comparison draws topology scenarios (`scenario.TOPOLOGY_SHARE` of them)."""
 REPORT = os.environ.get("PHALANX_FUZZ_REPORT")
 """A file the long run writes its summary to (the counts and every "better", explained)."""
 
@@ -220,6 +230,111 @@ REGRESSIONS = [
     ),
 ]
 
+TOPOLOGY_REGRESSIONS = [
+    # Each case names the racks of the preemptor pods each side binds and Phalanx's victims; the last three are
+    # faults the fuzz found in Phalanx (the rest of a group preempted for in another rack, fewer members placed).
+    pytest.param(
+        Scenario(
+            nodes=(4, 4, 4, 4, 4, 8),
+            running=(
+                *(Running(f"a{i}", node=i // 2, cpu=2, priority=20) for i in range(4)),
+                *(Running(f"b{i}-low", node=2 + i, cpu=2, priority=10) for i in range(3)),
+                *(Running(f"b{i}-high", node=2 + i, cpu=2, priority=30) for i in range(3)),
+                Running("u0", node=5, cpu=4, priority=10),
+                Running("u1", node=5, cpu=4, priority=10),
+            ),
+            preemptor=Preemptor("gang", pods=4, cpu=2, priority=1000, min_count=4),
+            racks=("a", "a", "b", "b", "b", ""),
+            name="topology: the rack whose victims cost least",
+        ),
+        ("a", "a", "a", "a"),
+        {"a0", "a1", "a2", "a3"},
+        (),
+        # rack b frees four 2-CPU slots only with a priority-30 pod beside its three 10s; rack a's highest victim is 20.
+        # The unlabelled node's two 10s (the cheapest set without the constraint) are in no rack.
+        id="a gang preempts in the rack of the lowest highest victim, not on the unlabelled node: kube-scheduler waits",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 4, 4, 4),
+            running=(
+                Running("p0", node=0, cpu=2, priority=10),
+                Running("p1", node=1, cpu=2, priority=10),
+            ),
+            preemptor=Preemptor("basic", pods=3, cpu=2, priority=1000),
+            racks=("a", "a", "b", "b"),
+            name="topology: the rack that takes every member",
+        ),
+        ("b", "b", "b"),
+        set(),
+        ("b", "b", "b"),
+        # rack a has room for two members, rack b for all three: both bind the group in b, preempting nothing
+        id="a basic group goes whole into the rack with room for all its members, on both sides",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 4),
+            running=(Running("p0", node=0, cpu=4, priority=10), Running("p1", node=1, cpu=4, priority=10)),
+            preemptor=Preemptor("gang", pods=3, cpu=2, priority=1000, min_count=3),
+            racks=("a", "b"),
+            name="topology: no rack can hold the gang",
+        ),
+        (),
+        set(),
+        (),
+        # both nodes emptied would hold the gang, but no rack alone: nothing is worth preempting
+        id="a gang no rack can hold even emptied preempts nothing on either side",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 4),
+            running=(Running("q", node=0, cpu=2, priority=30), Running("r", node=1, cpu=4, priority=10)),
+            preemptor=Preemptor("basic", pods=2, cpu=2, priority=1000),
+            racks=("a", "b"),
+            name="topology: the rest of a basic group in its rack",
+        ),
+        ("a", "a"),
+        {"q"},
+        ("a",),
+        # m0 is bound in rack a, which has room for one member; the other's room is made in a, by q, though rack b's r
+        # costs less
+        id="a basic group bound in part preempts for the rest in the rack it is in",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 4),
+            running=(Running("x", node=0, cpu=2, priority=10), Running("y", node=1, cpu=1, priority=50)),
+            preemptor=Preemptor("gang", pods=2, cpu=2, priority=1000, min_count=1),
+            racks=("a", "b"),
+            name="topology: the rest of a gang in its rack",
+        ),
+        ("a", "a"),
+        {"x"},
+        ("a",),
+        # m0 fills rack a (placement prefers it, full, to b at three quarters); m1 needs x preempted there
+        id="a gang bound to its minCount preempts for its other members in the rack it is in",
+    ),
+    pytest.param(
+        Scenario(
+            nodes=(4, 2),
+            running=(
+                Running("x0", node=0, cpu=2, priority=20),
+                Running("x1", node=0, cpu=2, priority=20),
+                Running("y", node=1, cpu=2, priority=10),
+            ),
+            preemptor=Preemptor("basic", pods=2, cpu=2, priority=1000),
+            racks=("a", "b"),
+            name="topology: the rack that takes more members",
+        ),
+        ("a", "a"),
+        {"x0", "x1"},
+        (),
+        # rack b's y (10) makes room for one member, rack a's x0 and x1 (20) for both: as without topology, placing
+        # more members comes before cheaper victims
+        id="a group preempts in the rack that takes more of its members, not in the one whose victims cost less",
+    ),
+]
+
 PROTECTION_REGRESSIONS = [
     pytest.param(
         Scenario(
@@ -330,6 +445,10 @@ class LateVictim:
     flavour: str = "scripted"
     began: float = field(default_factory=time.monotonic)
 
+    @property
+    def label(self) -> str:
+        return self.flavour
+
     def observe(self) -> Observation:
         gone = frozenset(p.name for p in self.scenario.running if time.monotonic() - self.began >= self.late)
         return Observation((("preemptor", "n0"),), gone, (), True)
@@ -355,21 +474,24 @@ class Outcomes:
     report: Any = None
     arrivals: int = 1
     """With a prediction: in how many passes the live scheduler saw the preemptor's members arrive."""
+    per_rack: dict[str, Outcome] = field(default_factory=dict)
+    """kube-scheduler confined to each rack of a topology scenario (`live.Run.rack`), by rack."""
 
 
 def run(
     stack: Stack, classes: Classes, scenarios: Sequence[Scenario], flavours: Sequence[str], work: Path | None = None
 ) -> list[Outcomes]:
-    """Every scenario under every flavour at once, each in pools of its own; with `work`, also what
-    `phalanx simulate` predicts for each Phalanx run from the cluster as it was just before."""
+    """Every scenario under every flavour at once, each in pools of its own, and with kube-scheduler a topology
+    scenario confined to each of its racks too; with `work`, also what `phalanx simulate` predicts for each
+    Phalanx run from the cluster as it was just before."""
     now = datetime.now(UTC)
     runs: list[Run] = []
     try:
         for scenario in scenarios:
-            for flavour in flavours:
+            for flavour, rack in runs_of(scenario, flavours):
                 pool = Pool(stack.plane, f"diff-{next(_serial)}-{flavour[0]}")
                 stack.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool.namespace}})
-                runs.append(Run(scenario, flavour, pool, classes))
+                runs.append(Run(scenario, flavour, pool, classes, rack))
                 runs[-1].set_up(now)
         wait_for(lambda: all(r.budgets_ready() for r in runs), timeout=60, what="PodDisruptionBudgets counted")
         before = {r: dump(r) for r in runs} if work is not None else {}
@@ -380,9 +502,10 @@ def run(
         results = []
         for scenario in scenarios:
             mine = [r for r in runs if r.scenario is scenario]
-            live = {r.flavour: settled[r] for r in mine}
+            live = {r.flavour: settled[r] for r in mine if r.rack is None}
+            per_rack = {r.rack: settled[r] for r in mine if r.rack is not None}
             if work is None:
-                results.append(Outcomes(live))
+                results.append(Outcomes(live, per_rack=per_rack))
                 continue
             (ours,) = [r for r in mine if r.flavour == PHALANX_SCHEDULER]
             predicted, report = predict(ours, before[ours], stack.scheduler_config(), work)
@@ -393,12 +516,25 @@ def run(
             r.pool.teardown()
 
 
+def scenarios_of(*cases: Any) -> list[Scenario]:
+    """The scenario of each `pytest.param` case (its first value)."""
+    found = [case.values[0] for case in cases]
+    assert all(isinstance(scenario, Scenario) for scenario in found)
+    return found
+
+
+def runs_of(scenario: Scenario, flavours: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(flavour, rack) of each run of `scenario`: every flavour, and kube-scheduler in each rack of a topology one."""
+    racks = sorted(set(scenario.racks) - {""}) if KUBE_SCHEDULER in flavours else []
+    return [(flavour, None) for flavour in flavours] + [(KUBE_SCHEDULER, rack) for rack in racks]
+
+
 @pytest.fixture(scope="module")
 def regressions(stack: Stack, kube_scheduler: KubeScheduler, classes: Classes) -> dict[str, Outcomes]:
     """Every regression case through both schedulers, all at once (each in pools of its own)."""
     if stack.scheduler is None or not stack.scheduler.running:
         stack.start_scheduler()
-    scenarios = [case.values[0] for case in REGRESSIONS]
+    scenarios = scenarios_of(*REGRESSIONS, *TOPOLOGY_REGRESSIONS)
     outcomes = run(stack, classes, scenarios, (KUBE_SCHEDULER, PHALANX_SCHEDULER))
     return {scenario.name: found for scenario, found in zip(scenarios, outcomes, strict=True)}
 
@@ -409,53 +545,93 @@ def test_regression(regressions: dict[str, Outcomes], scenario: Scenario, want_a
     for them (`want_at_most`)."""
     outcomes = regressions[scenario.name]
     theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
-    verdict = compare(scenario, theirs, ours)
+    verdict = compare(scenario, theirs, ours, outcomes.per_rack)
     assert verdict.kind != "worse", verdict.why
-    assert problems(scenario, theirs, ours) == [], verdict.why
+    assert problems(scenario, theirs, ours, outcomes.per_rack) == [], verdict.why
     assert len(ours.bound) == len(scenario.preemptor.names), verdict.why
     assert cost(scenario, ours.preempted) <= want_at_most, verdict.why
+
+
+@pytest.mark.parametrize(("scenario", "want_racks", "want_preempted", "want_kube_racks"), TOPOLOGY_REGRESSIONS)
+def test_topology_regression(
+    regressions: dict[str, Outcomes],
+    scenario: Scenario,
+    want_racks: tuple[str, ...],
+    want_preempted: set[str],
+    want_kube_racks: tuple[str, ...],
+) -> None:
+    """Topology cases: the racks of the pods Phalanx binds and its victims; the racks of those kube-scheduler binds,
+    preempting nothing (and saying it does not preempt for the group, where Phalanx did); on both sides the fuzz's
+    checks, and Phalanx no worse than kube-scheduler confined to a rack."""
+    outcomes = regressions[scenario.name]
+    theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
+    verdict = compare(scenario, theirs, ours, outcomes.per_rack)
+    assert racks_of(scenario, ours) == want_racks, f"Phalanx: {ours}"
+    assert ours.preempted == want_preempted, f"Phalanx: {ours}"
+    assert problems(scenario, theirs, ours, outcomes.per_rack) == [], verdict.why
+    assert verdict.kind != "worse", verdict.why
+    assert racks_of(scenario, theirs) == want_kube_racks, f"kube-scheduler: {theirs}"
+    assert theirs.preempted == frozenset(), f"kube-scheduler: {theirs}"
+    if want_preempted:
+        assert theirs.refused, f"kube-scheduler: {theirs}"
+
+
+def racks_of(scenario: Scenario, outcome: Outcome) -> tuple[str, ...]:
+    """The rack of each preemptor pod bound, sorted."""
+    return tuple(sorted(scenario.racks[node] for node in outcome.bound.values()))
 
 
 def test_never_worse_than_kube_scheduler(phalanx: Stack, kube_scheduler: KubeScheduler, classes: Classes) -> None:
     rng = random.Random(SEED)
     assert set(CONSTRAINED) <= set(CONSTRAINTS), f"PHALANX_FUZZ_CONSTRAINTS: not all of {CONSTRAINED} in {CONSTRAINTS}"
-    scenarios = [random_scenario(rng, f"seed {SEED} #{i}", constraints=CONSTRAINED) for i in range(SCENARIOS)]
+    racked = topology_picks(rng, SCENARIOS) if TOPOLOGY else frozenset()
+    scenarios = [
+        random_scenario(rng, f"seed {SEED} #{i}", constraints=CONSTRAINED, topology=i in racked)
+        for i in range(SCENARIOS)
+    ]
     print(
-        f"\ndifferential fuzz: seed {SEED}, {SCENARIOS} scenarios, constraints {','.join(CONSTRAINED)} "
-        f"(PHALANX_FUZZ_SEED={SEED} PHALANX_FUZZ_CONSTRAINTS={','.join(CONSTRAINED)} reproduces them)"
+        f"\ndifferential fuzz: seed {SEED}, {SCENARIOS} scenarios, constraints {','.join(CONSTRAINED)}, "
+        f"topology {'on' if TOPOLOGY else 'off'} (PHALANX_FUZZ_SEED={SEED} PHALANX_FUZZ_CONSTRAINTS="
+        f"{','.join(CONSTRAINED)} PHALANX_FUZZ_TOPOLOGY={int(TOPOLOGY)} reproduces them)"
     )
     verdicts: dict[str, list[str]] = {"same": [], "better": [], "worse": []}
     reasons: dict[str, int] = {}
     failures = []
     kube_preempted = 0
     constrained: dict[str, dict[str, int]] = {}
+    refused = 0
     for start in range(0, len(scenarios), BATCH):
         batch = scenarios[start : start + BATCH]
         for scenario, outcomes in zip(
             batch, run(phalanx, classes, batch, (KUBE_SCHEDULER, PHALANX_SCHEDULER)), strict=True
         ):
             theirs, ours = outcomes.live[KUBE_SCHEDULER], outcomes.live[PHALANX_SCHEDULER]
+            per_rack = outcomes.per_rack
             kube_preempted += bool(theirs.preempted)
-            verdict = compare(scenario, theirs, ours)
+            refused += scenario.topology and theirs.refused
+            verdict = compare(scenario, theirs, ours, per_rack)
             verdicts[verdict.kind].append(f"{scenario.name}: {verdict.why}")
-            if scenario.constraint:
-                tally = constrained.setdefault(scenario.constraint, {"same": 0, "better": 0, "worse": 0})
+            kind = "topology" if scenario.topology else scenario.constraint
+            if kind:
+                tally = constrained.setdefault(kind, {"same": 0, "better": 0, "worse": 0})
                 tally[verdict.kind] += 1
-            found = problems(scenario, theirs, ours)
+            found = problems(scenario, theirs, ours, per_rack)
             if verdict.kind == "worse" or found:
-                failures.append(f"{scenario.name}: {'; '.join(found) or verdict.why}\n{regression(scenario, theirs)}")
+                _, best = reference(scenario, theirs, ours, per_rack)
+                failures.append(f"{scenario.name}: {'; '.join(found) or verdict.why}\n{regression(scenario, best)}")
             if verdict.kind == "better":
-                reason = why_better(scenario, theirs, ours)
+                reason = why_better(scenario, theirs, ours, per_rack)
                 reasons[reason] = reasons.get(reason, 0) + 1
                 verdicts["better"][-1] += f"\n  why: {reason}\n{scenario.code()}"
     summary = [
         f"seed {SEED}: same {len(verdicts['same'])}, better {len(verdicts['better'])}, worse {len(verdicts['worse'])}"
-        f"; kube-scheduler preempted in {kube_preempted} of {len(scenarios)}"
+        f"; kube-scheduler preempted in {kube_preempted} of {len(scenarios) - len(racked)} without topology"
     ]
-    summary += [
-        f"{name}: {tally['same']} same, {tally['better']} better, {tally['worse']} worse"
-        for name, tally in sorted(constrained.items())
-    ]
+    for name, tally in sorted(constrained.items()):
+        line = f"{name}: {tally['same']} same, {tally['better']} better, {tally['worse']} worse"
+        if name == "topology":
+            line += f" (against kube-scheduler's best in one rack; it refused to preempt for the group in {refused})"
+        summary.append(line)
     summary += [f"better {count}x: {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])]
     summary += [f"better: {line}" for line in verdicts["better"]]
     summary += [f"worse: {line}" for line in verdicts["worse"]]
@@ -506,7 +682,7 @@ def protection_regressions(
 ) -> dict[str, tuple[Outcome, Outcome, int, int]]:
     if stack.scheduler is None or not stack.scheduler.running:
         stack.start_scheduler()
-    scenarios = [case.values[0] for case in PROTECTION_REGRESSIONS]
+    scenarios = scenarios_of(*PROTECTION_REGRESSIONS)
     found = predicted_and_live(stack, classes, scenarios, tmp_path_factory.mktemp("protection"))
     return {scenario.name: outcome for scenario, outcome in zip(scenarios, found, strict=True)}
 
@@ -550,6 +726,7 @@ def mismatch(live: Outcome, predicted: Outcome, passes: int) -> str:
 
 
 def regression(scenario: Scenario, kube: Outcome) -> str:
-    """A failing scenario as an entry of `REGRESSIONS`, kube-scheduler's cost as the most it may cost."""
+    """A failing scenario as an entry of `REGRESSIONS`, kube-scheduler's cost (its `reference`'s) as the most it
+    may cost."""
     code = scenario.code().replace("\n", "\n    ")
     return f"pytest.param(\n    {code},\n    {cost(scenario, kube.preempted)},\n    id={scenario.name!r},\n),"

@@ -29,6 +29,13 @@ A scenario's `constraint` (`scenario.py`) is written into the preemptor's pods a
 alike (`constrain`), with the label `SET_LABEL` its anti-affinity and spread constraint select; the nodes of
 a spread scenario get their zone in `ZONE_LABEL`.
 
+The nodes of a topology scenario get their rack in `RACK_LABEL`, as a value of their pool's own (`rack_value`), so
+a domain never holds another run's nodes, whose allocation would move the placement scores. Both PodGroups, the
+native one and ours, carry `spec.schedulingConstraints.topology` on that label. kube-scheduler 1.36.2 places such a
+group in one rack but does not preempt for it, so each rack also gets a run of its own (`Run.rack`) where
+kube-scheduler preempts for the same group unconstrained, its pods selecting that rack's nodes: what kube-scheduler
+would have done had it preempted inside that domain, the reference Phalanx's victims are ranked against.
+
 `settle` waits until every run has stayed unchanged for `QUIET_SECONDS` once its scheduler has either
 bound all of its preemptor's pods or tried them all. Unchanged covers the victims too (marked or gone), so
 a deletion sent after the last binding is counted; and the quiet period outlasts either scheduler's
@@ -74,6 +81,8 @@ SET_LABEL = "differential.phalanx.dev/set"
 """The label of a scenario's constrained pods (the preemptor's and the running members): replicas of one set."""
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "topology.example.com/rack"
+"""The label of a topology scenario's racks, the key of its preemptor group's topology constraint."""
 HOST_PORT = 8080
 
 
@@ -99,6 +108,11 @@ def constrain(doc: Json, constraint: str) -> Json:
     else:
         raise ValueError(f"unknown constraint {constraint!r}")
     return doc
+
+
+def rack_value(pool: Pool, rack: str) -> str:
+    """The value of `RACK_LABEL` for the scenario's `rack` in `pool`: racks of different runs are different domains."""
+    return f"{pool.name}-{rack}"
 
 
 _probes = itertools.count()
@@ -159,6 +173,8 @@ class Observation:
     """Every preemptor pod is bound or was found unschedulable by its scheduler."""
     marked: frozenset[str] = frozenset()
     """Running pods marked `DisruptionTarget` and not yet deleted: victims on their way, a change too."""
+    said: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """Per preemptor pod not bound: its PodScheduled message (not a change: its counts may move while it waits)."""
 
     def acted(self, pods: int) -> bool:
         """The scheduler bound all `pods` of the preemptor, or tried every one it did not bind."""
@@ -167,18 +183,24 @@ class Observation:
 
 @dataclass(eq=False)
 class Run:
-    """One scenario in one pool for one scheduler."""
+    """One scenario in one pool for one scheduler; with `rack`, kube-scheduler confined to that rack instead of
+    constrained to one (see the module's docstring)."""
 
     scenario: Scenario
     flavour: str
     pool: Pool
     classes: Classes
+    rack: str | None = None
     started: datetime | None = None
     preemptor_docs: list[Json] = field(default_factory=list)
 
     @property
     def native(self) -> bool:
         return self.flavour == KUBE_SCHEDULER
+
+    @property
+    def label(self) -> str:
+        return self.flavour if self.rack is None else f"{self.flavour} in rack {self.rack}"
 
     def queue(self, name: str) -> str:
         return f"{self.pool.name}-{name}"
@@ -194,13 +216,15 @@ class Run:
         for cpu in scenario.nodes:
             pool.add_nodes(1, cpu=str(cpu))
         for node, zone in zip(pool.nodes, scenario.zones, strict=False):
-            reply = pool.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {ZONE_LABEL: zone}}})
-            assert reply.status == 200, reply.message
+            self._label(node, ZONE_LABEL, zone)
+        for node, rack in zip(pool.nodes, scenario.racks, strict=False):
+            if rack:
+                self._label(node, RACK_LABEL, rack_value(pool, rack))
         for queue in scenario.queues:
             spec = {"parentQueue": self.queue(queue.parent) if queue.parent else None}
             spec |= {"preemptMinRuntime": queue.preempt, "reclaimMinRuntime": queue.reclaim}
-            doc = {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": self.queue(queue.name)}}
-            pool.cluster_object({**doc, "spec": {k: v for k, v in spec.items() if v is not None}})
+            made: Json = {"apiVersion": PHALANX, "kind": "Queue", "metadata": {"name": self.queue(queue.name)}}
+            pool.cluster_object({**made, "spec": {k: v for k, v in spec.items() if v is not None}})
         for group in scenario.groups:
             policy: Json = {"basic": {}} if group.min_count is None else {"gang": {"minCount": group.min_count}}
             doc = pool.pod_group(
@@ -229,6 +253,10 @@ class Run:
                     },
                 }
             )
+
+    def _label(self, node: str, key: str, value: str) -> None:
+        reply = self.pool.api.patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {key: value}}})
+        assert reply.status == 200, reply.message
 
     def _place(self, pod: Running, now: datetime) -> None:
         pool = self.pool
@@ -306,6 +334,11 @@ class Run:
             api_version=NATIVE if self.native else PHALANX,
             queue=self.queue(pre.queue) if pre.queue and not self.native else None,
         )
+        if self.rack is not None:
+            for doc in pods:
+                doc["spec"]["nodeSelector"][RACK_LABEL] = rack_value(pool, self.rack)
+        elif self.scenario.topology:
+            group["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK_LABEL}]}
         return [group, *pods] if self.native else [*pods, group]
 
     def start(self) -> None:
@@ -336,17 +369,20 @@ class Run:
     def observe(self) -> Observation:
         pods = self.pool.pods()
         names = self.scenario.preemptor.names
-        bound, progress = [], []
+        bound, progress, said = [], [], []
         tried = True
         for name in names:
             pod = pods.get(name, {})
             node = pod.get("spec", {}).get("nodeName")
             conditions = pod.get("status", {}).get("conditions", [])
-            reason = next((c.get("reason", "") for c in conditions if c["type"] == "PodScheduled"), "")
+            scheduled: Json = next((c for c in conditions if c["type"] == "PodScheduled"), {})
+            reason = scheduled.get("reason", "")
             if node and not pod["metadata"].get("deletionTimestamp"):
                 bound.append((name, node))
-            elif reason != "Unschedulable":
-                tried = False
+            else:
+                said.append((name, scheduled.get("message", "")))
+                if reason != "Unschedulable":
+                    tried = False
             progress.append((name, pod.get("status", {}).get("nominatedNodeName", ""), reason))
         preempted = frozenset(
             p.name
@@ -359,11 +395,13 @@ class Run:
             if p.name not in preempted
             and any(c["type"] == DISRUPTION_TARGET for c in pods[p.name].get("status", {}).get("conditions", []))
         )
-        return Observation(tuple(bound), preempted, tuple(progress), tried, marked)
+        return Observation(tuple(bound), preempted, tuple(progress), tried, marked, tuple(said))
 
     def outcome(self, observation: Observation) -> Outcome:
         index = {node: i for i, node in enumerate(self.pool.nodes)}
-        return Outcome({name: index[node] for name, node in observation.bound}, observation.preempted)
+        bound = {name: index[node] for name, node in observation.bound}
+        nominated = {name: index[node] for name, node, _ in observation.progress if name not in bound and node in index}
+        return Outcome(bound, observation.preempted, nominated, dict(observation.said))
 
 
 def _policy(pre: Preemptor) -> Json:
@@ -409,6 +447,9 @@ class Settling(Protocol):
     scenario: Scenario
     flavour: str
 
+    @property
+    def label(self) -> str: ...
+
     def observe(self) -> Observation: ...
 
     def outcome(self, observation: Observation) -> Outcome: ...
@@ -436,7 +477,7 @@ def settle(runs: Iterable[R], timeout: float = 120.0, quiet: float = QUIET_SECON
                 done[run] = run.outcome(seen)
                 pending.remove(run)
         if pending and time.monotonic() > deadline:
-            names = ", ".join(f"{r.flavour} {r.scenario.name}: {last.get(r)}" for r in pending)
+            names = ", ".join(f"{r.label} {r.scenario.name}: {last.get(r)}" for r in pending)
             raise AssertionError(f"not settled after {timeout:.0f}s: {names}")
         time.sleep(0.3)
     return done

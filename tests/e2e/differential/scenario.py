@@ -13,6 +13,12 @@ anti-affinity on `kubernetes.io/hostname` against the members' own label (replic
 topology spread constraint over a zone label every node gets (`zones`), or a host port. Running members
 start legal (at most one per node for anti-affinity and the port); some of these scenarios leave room, so
 the constraint alone decides, others are full and it shapes the preemption.
+
+A topology scenario (`random_scenario(..., topology=True)`; `topology_picks` chooses which of a fuzz run's are)
+puts its 3-5 nodes in two or three racks, sometimes leaving one node out of every rack (no label), and makes the
+preemptor a group (basic or gang) that must go whole into one rack (`spec.schedulingConstraints.topology`); it has
+no other `constraint`. Half of them leave room, so the placement alone decides, the others are full and the group
+needs a rack's victims.
 """
 
 from __future__ import annotations
@@ -26,8 +32,13 @@ PRIORITIES = (10, 20, 30, 50)
 CONSTRAINTS = ("anti-affinity", "spread", "host-port")
 """What a scenario's `constraint` may be ("" for none)."""
 CONSTRAINED_SHARE = 0.3
+POLICIES = ("pod", "pod", "basic", "gang")
+"""The preemptor's policy, drawn from these (a lone pod half the time); a topology scenario's is a group."""
+RACK_NAMES = ("a", "b", "c")
 MAX_SKEW = 1
 """The spread constraint's `maxSkew`."""
+TOPOLOGY_SHARE = 0.2
+"""The share of a fuzz run's scenarios that are topology scenarios (at least one a run)."""
 STARTED_MINUTES = (5, 30, 120)
 """How long ago running pods started: few values, so that equal start times are common too."""
 
@@ -117,11 +128,18 @@ class Scenario:
     """One of `CONSTRAINTS`, on the preemptor's pods and the running `member`s; "" for none."""
     zones: tuple[str, ...] = ()
     """Per node, its zone label (a spread constraint's topology); () for no zone label."""
+    racks: tuple[str, ...] = ()
+    """Per node, its rack ("" for a node in no rack); given, the preemptor (a group) must go whole into one rack."""
 
     @property
     def protections(self) -> bool:
         """Whether it uses toleration or min-runtime, which only Phalanx (and its simulator) know."""
         return bool(self.queues) or any(p.toleration for p in self.running) or any(g.toleration for g in self.groups)
+
+    @property
+    def topology(self) -> bool:
+        """Whether the preemptor group carries a topology constraint on the racks."""
+        return bool(self.racks)
 
     def group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)
@@ -153,15 +171,30 @@ def _code(value: Any, depth: int) -> str:
     return repr(value)
 
 
+def topology_picks(rng: random.Random, count: int) -> frozenset[int]:
+    """Which of a run's `count` scenarios are topology scenarios: `TOPOLOGY_SHARE` of them, at least one."""
+    if count == 0:
+        return frozenset()
+    return frozenset(rng.sample(range(count), max(1, round(TOPOLOGY_SHARE * count))))
+
+
 def random_scenario(
-    rng: random.Random, name: str, protections: bool = False, constraints: tuple[str, ...] = ()
+    rng: random.Random,
+    name: str,
+    protections: bool = False,
+    constraints: tuple[str, ...] = (),
+    topology: bool = False,
 ) -> Scenario:
     """A full (or nearly full) cluster and a preemptor that needs room; `protections` adds toleration and
     min-runtime. Group members share their group's priority; budgets select lone pods or members. A share
-    of them (`CONSTRAINED_SHARE`) add one of `constraints` (of `CONSTRAINTS`), about half of those with room left."""
-    nodes = tuple(rng.choice((4, 8)) for _ in range(rng.randint(2, 5)))
-    constraint = rng.choice(constraints) if constraints and rng.random() < CONSTRAINED_SHARE else ""
-    fill = 0.5 if constraint and rng.random() < 0.5 else 0.9
+    of them (`CONSTRAINED_SHARE`) add one of `constraints` (of `CONSTRAINTS`), about half of those with room left.
+    `topology` makes it a topology scenario instead (the module's docstring); the other scenarios make no draw for
+    it, so a seed gives the same ones whether a run has topology scenarios or not."""
+    nodes = tuple(rng.choice((4, 8)) for _ in range(rng.randint(3, 5) if topology else rng.randint(2, 5)))
+    constraint = ""
+    if not topology and constraints and rng.random() < CONSTRAINED_SHARE:
+        constraint = rng.choice(constraints)
+    fill = 0.5 if (constraint or topology) and rng.random() < 0.5 else 0.9
     room = list(nodes)
     groups: list[Group] = []
     running: list[Running] = []
@@ -223,17 +256,30 @@ def random_scenario(
     zones: tuple[str, ...] = ()
     if constraint:
         running, zones = _members(rng, constraint, running, len(nodes))
+    racks = _racks(rng, len(nodes)) if topology else ()
     return Scenario(
         nodes=nodes,
         running=tuple(running),
-        preemptor=_preemptor(rng, max(nodes), leaves),
+        preemptor=_preemptor(rng, max(nodes), leaves, ("basic", "gang") if topology else POLICIES),
         groups=tuple(groups),
         budgets=tuple(budgets),
         queues=queues,
         name=name,
         constraint=constraint,
         zones=zones,
+        racks=racks,
     )
+
+
+def _racks(rng: random.Random, nodes: int) -> tuple[str, ...]:
+    """Two racks (`a`, `b`), or three (`c`) where four nodes or more are in one, as even as can be; a quarter of
+    the time one node of four or more is in none (""). A rack of one node is common, as is one of two or three."""
+    outside = 1 if nodes > 3 and rng.random() < 0.25 else 0
+    labelled = nodes - outside
+    count = rng.choice((2, 3)) if labelled >= 4 else 2
+    racks = [RACK_NAMES[i % count] for i in range(labelled)] + [""] * outside
+    rng.shuffle(racks)
+    return tuple(racks)
 
 
 def _members(
@@ -255,8 +301,8 @@ def _members(
     return [replace(p, member=p.name in chosen) for p in running], ()
 
 
-def _preemptor(rng: random.Random, largest: int, leaves: list[str]) -> Preemptor:
-    policy = rng.choice(("pod", "pod", "basic", "gang"))
+def _preemptor(rng: random.Random, largest: int, leaves: list[str], policies: tuple[str, ...]) -> Preemptor:
+    policy = rng.choice(policies)
     priority = rng.choice((40, 1000))
     queue = rng.choice([None, *leaves]) if leaves and policy != "pod" else None
     if policy == "pod":
