@@ -266,3 +266,50 @@ def test_members_relabelled_between_passes(
     assert bound.get("web-2") == want_node, (bound, pending)
     if want_said is not None:
         assert want_said in pending["web-2"], pending
+
+
+def victims(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objects: object) -> list[str]:
+    code, report, err = simulate(capsys, write(tmp_path, "s.yaml", yaml_documents(list(objects))))
+    assert code == 0 and report is not None, err
+    return sorted(p["victim"].split("/")[1] for p in report["preemptions"])
+
+
+def test_one_rack_that_is_the_whole_cluster_takes_the_victims_the_unconstrained_search_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three nodes, each with a priority-0 and a priority-20 pod of 2 CPU; a 4 x 2 CPU gang. Over the whole cluster
+    the members placed one at a time cost the three 0s and one 20; the rack's own search keeps that plan too, where
+    KEP-5710's alone took two 0s and two 20s."""
+    nodes: list[object] = [make_priority_class("high", 1000).obj()]
+    for i in range(3):
+        nodes += [
+            rack_node(f"b{i}", "b", "4"),
+            make_pod(f"zero-{i}").req(cpu="2").priority(0).on(f"b{i}").obj(),
+            make_pod(f"twenty-{i}").req(cpu="2").priority(20).on(f"b{i}").obj(),
+        ]
+    plain = victims(tmp_path, capsys, *nodes, *gang("train", 4, 4, "2", priority="high"))
+    assert plain == ["twenty-0", "zero-0", "zero-1", "zero-2"]
+    assert victims(tmp_path, capsys, *nodes, *gang("train", 4, 4, "2", RACK, priority="high")) == plain
+
+
+def test_a_basic_group_placed_in_part_preempts_for_the_rest_in_its_rack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rack a has room for one of two members, and q (priority 30) to preempt for the other; rack b's r (priority
+    10) is cheaper, but the member placed in a keeps the group there (the differential fuzz's fault)."""
+    objects = [
+        make_priority_class("high", 1000).obj(),
+        rack_node("a0", "a", "4"),
+        rack_node("b0", "b", "4"),
+        make_pod("q").req(cpu="2").priority(30).on("a0").obj(),
+        make_pod("r").req(cpu="4").priority(10).on("b0").obj(),
+        make_podgroup("web")
+        .basic()
+        .priority_class("high")
+        .spec_field("schedulingConstraints", {"topology": [{"key": RACK}]})
+        .obj(),
+        *(make_pod(f"web-{i}").group("web").req(cpu="2").priority_class("high").obj() for i in range(2)),
+    ]
+    assert victims(tmp_path, capsys, *objects) == ["q"]
+    bound, pending = placed(tmp_path, capsys, *objects)
+    assert not pending and bound == {"web-0": "a0", "web-1": "a0"}
