@@ -157,12 +157,10 @@ class RunningPods:
             return self
         seen, running = self._seen, snapshot.running
         changed = changed_rows(seen, self._seen_versions, running, snapshot.versions)
-        if len(changed) < unless_fewer:
-            return self
-        if changed:
-            self._update(snapshot, changed)  # marks the columns current
-        else:
+        if not changed:  # current as they are: they hold this snapshot, and let the last one's pods go
             self.version, self._snapshot = version(snapshot), snapshot
+        elif len(changed) >= unless_fewer:
+            self._update(snapshot, changed)  # marks the columns current
         return self
 
     def rows_of(self, keys: Collection[str]) -> IntArray:
