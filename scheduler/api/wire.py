@@ -49,10 +49,10 @@ def shape(model: type[BaseModel]) -> Shape:
 
 
 def _model_shape(annotation: Any) -> Shape | None:
-    """The shape of the model `annotation` names (alone, optional or in a list)."""
+    """The shape of the model `annotation` names (alone, optional, or in a list or tuple)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return shape(annotation)
-    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+    if typing.get_origin(annotation) in (list, tuple, typing.Union, types.UnionType):
         return next((s for arg in typing.get_args(annotation) if (s := _model_shape(arg)) is not None), None)
     return None
 

@@ -11,6 +11,7 @@ from scheduler.api.manifest import Source, parse_object, read_documents
 from scheduler.api.pdb import PodDisruptionBudget
 from scheduler.api.pod import Pod
 from scheduler.api.priority_class import PriorityClass, PriorityClassNotFound, resolve_priority
+from scheduler.api.wire import prune
 from tests.recorded import RECORDED
 
 FIXTURES = RECORDED / "objects"
@@ -92,3 +93,15 @@ def test_bad_field_is_named_with_its_path() -> None:
     with pytest.raises(ValueError, match=r"f.yaml: document 3 \(Pod ml/p\): spec.containers\[0\]"
                        r".resources.requests: cpu: 'two' is not a quantity"):  # fmt: skip
         parse_object(raw, Source("f.yaml", 3))
+
+
+def test_a_recorded_pod_is_kept_with_only_what_its_model_reads() -> None:
+    """What the informers keep of a pod (`scheduler/api/wire.py`): a container's image pull policy, termination
+    message path and the like go, whatever the type its model gives the container list."""
+    raw = recorded("pod-bound.json")
+    container = raw["spec"]["containers"][0]  # type: ignore[index]
+    dropped = set(container) - {"name", "image", "resources", "restartPolicy", "ports"}
+    assert dropped, "the recording holds fields no model reads"
+    kept = prune("pods", json.loads(json.dumps(raw)))
+    assert not dropped & set(kept["spec"]["containers"][0])
+    assert Pod.model_validate(kept).spec.containers[0].model_extra in (None, {})
