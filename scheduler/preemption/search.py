@@ -402,10 +402,10 @@ class _Searched:
 
 
 def _cheapest_domains(ctx: _Context, rows: IntArray, searched: _Searched) -> Iterator[_DomainResult]:
-    """A topology group's result in each domain that can help, cheapest first (by kube-scheduler's ranking, then
-    the domains' order), the narrow level's before the wide one's. A domain is searched only once its lower bound
-    (`_lower_bound`) could still beat the cheapest found and not yet handed out: in a cluster of many like racks,
-    one or a few are searched, not all."""
+    """A topology group's result in each domain that can help, best first: most members placed, then cheapest by
+    kube-scheduler's ranking, then the domains' order; the narrow level's before the wide one's. A domain is searched
+    only once its bound (every member placed, at `_lower_bound`'s cost) could still beat the best found and not yet
+    handed out: in a cluster of many like racks, one or a few are searched, not all."""
     everyone = len(ctx.inp.preemptor.members)
     for level in _levels(ctx.inp):
         pending: list[tuple[tuple[int, int, int, int, int], int, IntArray, IntArray, str]] = []

@@ -1,9 +1,5 @@
-"""Devices (DRA, `resource.k8s.io/v1`) for the end-to-end tests: GPU nodes that publish ResourceSlices, claims with
-CEL selectors, and what the API server says each claim was given.
-
-Every node publishes its devices in a ResourceSlice of its own pool (named after the node), all of one driver,
-`DRIVER`. A device is `gpu-<i>`, with a `model` string attribute and, for the models of `MEMORY`, a `memory`
-int attribute (GiB) and a `memory` capacity, so that selectors can read the one device three ways.
+"""Devices (DRA, `resource.k8s.io/v1`) for the end-to-end tests: GPU nodes that publish ResourceSlices (as
+`tests/devices.py` makes them), claims with CEL selectors, and what the API server says each claim was given.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests.e2e.control_plane import Json
+from tests.devices import RESOURCE, Json, claim_spec, device_class, gpu_slice, model_is, resource_claim
 from tests.e2e.differential.live import KUBE_SCHEDULER_NAME
 from tests.e2e.objects import SCHEDULER_NAME, Pool
 from tests.e2e.sides import Side
@@ -23,34 +19,11 @@ from tests.polling import wait_for
 SEED = int(os.environ.get("PHALANX_DEVICE_FUZZ_SEED") or time.time_ns() % 1_000_000)
 """The random device scenarios' and failovers' seed (`test_devices_fuzz.py`, `test_devices_failover.py`), printed by
 each and given back with `PHALANX_DEVICE_FUZZ_SEED=N`."""
-DRIVER = "gpu.example.com"
-RESOURCE = "resource.k8s.io/v1"
 FINALIZER = "resource.kubernetes.io/delete-protection"
-MEMORY = {"l4": 24, "a100": 40, "h100": 80}
-"""GiB of each model the tests know, published as the device's `memory` attribute and capacity."""
 
 Allocation = tuple[list[tuple[str, str, str, str]], list[str], str | None]
 """A claim's allocation as the tests compare it: `[(request, driver, node role of the pool, device)]`, the
 `resource/name` of each consumer it is reserved for, and the role of the one node its node selector admits."""
-
-
-def model_is(model: str) -> str:
-    """The CEL selector of one model."""
-    return f'device.attributes["{DRIVER}"].model == "{model}"'
-
-
-def device_class(name: str, *expressions: str) -> Json:
-    """A DeviceClass of `DRIVER`'s devices, narrowed by `expressions`."""
-    selectors = [{"cel": {"expression": e}} for e in (f'device.driver == "{DRIVER}"', *expressions)]
-    return {"apiVersion": RESOURCE, "kind": "DeviceClass", "metadata": {"name": name}, "spec": {"selectors": selectors}}
-
-
-def claim_spec(class_name: str, expressions: Sequence[str], count: int = 1) -> Json:
-    """One request, `gpu`, for `count` devices of the class that all of `expressions` select."""
-    exactly: Json = {"deviceClassName": class_name, "count": count}
-    if expressions:
-        exactly["selectors"] = [{"cel": {"expression": e}} for e in expressions]
-    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
 
 
 @dataclass(slots=True)
@@ -73,9 +46,8 @@ class DeviceSide(Side):
 
     def create_claim(self, name: str, model: str | None = None, spec: Json | None = None) -> None:
         """A ResourceClaim for one device of `model`, or of `spec`."""
-        meta = {"name": name, "namespace": self.namespace}
         made = spec if spec is not None else self.claim_spec(str(model))
-        claim = {"apiVersion": RESOURCE, "kind": "ResourceClaim", "metadata": meta, "spec": made}
+        claim = resource_claim(name, self.namespace, made)
         self.pool.api.create(f"/apis/{RESOURCE}/namespaces/{self.namespace}/resourceclaims", claim)
 
     def create_template(self, name: str, model: str | None = None, spec: Json | None = None) -> None:
@@ -148,20 +120,6 @@ class DeviceSide(Side):
         assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}]
         assert claim["status"]["allocation"].get("allocationTimestamp"), claim["status"]
         assert FINALIZER in claim["metadata"].get("finalizers", []), claim["metadata"]
-
-
-def gpu_slice(node_name: str, models: Sequence[str]) -> Json:
-    """The ResourceSlice of `node_name`'s pool: `gpu-<i>` of `models[i]`."""
-    devices = []
-    for i, model in enumerate(models):
-        device: Json = {"name": f"gpu-{i}", "attributes": {"model": {"string": model}}}
-        if model in MEMORY:
-            device["attributes"]["memory"] = {"int": MEMORY[model]}
-            device["capacity"] = {"memory": {"value": f"{MEMORY[model]}Gi"}}
-        devices.append(device)
-    pool = {"name": node_name, "generation": 1, "resourceSliceCount": 1}
-    spec = {"driver": DRIVER, "nodeName": node_name, "pool": pool, "devices": devices}
-    return {"apiVersion": RESOURCE, "kind": "ResourceSlice", "metadata": {"name": node_name}, "spec": spec}
 
 
 @contextmanager

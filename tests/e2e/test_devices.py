@@ -21,7 +21,8 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tests.e2e.devices import DRIVER, DeviceSide, device_sides
+from tests.devices import DRIVER
+from tests.e2e.devices import DeviceSide, device_sides
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.objects import NATIVE, Pool
 from tests.e2e.sides import QUIET_SECONDS, Settled, Side, settled

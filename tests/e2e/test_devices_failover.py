@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.devices import DRIVER, RESOURCE, claim_spec, device_class, gpu_slice, model_is, resource_claim
 from tests.e2e.control_plane import Json
-from tests.e2e.devices import DRIVER, FINALIZER, RESOURCE, SEED, claim_spec, device_class, gpu_slice, model_is
+from tests.e2e.devices import FINALIZER, SEED
 from tests.e2e.objects import GROUP_LABEL, Pool, node
 from tests.e2e.sides import STABLE_SECONDS
 from tests.e2e.stack import LEASE, Process, Stack
@@ -187,8 +188,7 @@ def gang(pool: Pool, round_: int, rng: random.Random) -> list[str]:
     members = [f"r{round_}-w{i}" for i in range(MEMBERS)]
     spec = claim_spec(f"{pool.name}-gpu", [model_is("a100")])
     for member in members:
-        meta = {"name": member, "namespace": pool.namespace}
-        claim = {"apiVersion": RESOURCE, "kind": "ResourceClaim", "metadata": meta, "spec": spec}
+        claim = resource_claim(member, pool.namespace, spec)
         pool.api.create(f"/apis/{RESOURCE}/namespaces/{pool.namespace}/resourceclaims", claim)
     return members
 

@@ -32,8 +32,9 @@ from functools import cache
 
 import pytest
 
+from tests.devices import DRIVER, MEMORY, claim_spec, device_class
 from tests.e2e.control_plane import Json
-from tests.e2e.devices import DRIVER, MEMORY, SEED, Allocation, DeviceSide, claim_spec, device_class, device_sides
+from tests.e2e.devices import SEED, Allocation, DeviceSide, device_sides
 from tests.e2e.differential.kube_scheduler import KubeScheduler
 from tests.e2e.objects import GROUP_LABEL, NATIVE, PHALANX, Pool
 from tests.e2e.sides import STABLE_SECONDS

@@ -5,39 +5,14 @@ loopback server holds the claims watch, which the real one cannot be made to do 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
+from tests.devices import claim_spec, device_class, gpu_slice, resource_claim
 from tests.kube.replica import Replica, fast_config, node_of
 from tests.polling import wait_for
 
-DRIVER = "gpu.example.com"
-RESOURCE = "resource.k8s.io/v1"
 CLAIMS_WATCH = "/apis/resource.k8s.io/v1/resourceclaims"
-
-
-def device_class() -> dict[str, Any]:
-    selectors = [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
-    spec = {"selectors": selectors}
-    return {"apiVersion": RESOURCE, "kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": spec}
-
-
-def one_gpu_slice(node: str) -> dict[str, Any]:
-    pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
-    devices = [{"name": "gpu-0", "attributes": {"model": {"string": "a100"}}}]
-    spec = {"driver": DRIVER, "nodeName": node, "pool": pool, "devices": devices}
-    return {"apiVersion": RESOURCE, "kind": "ResourceSlice", "metadata": {"name": node}, "spec": spec}
-
-
-def claim(name: str) -> dict[str, Any]:
-    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}
-    return {
-        "apiVersion": RESOURCE,
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"devices": {"requests": [request]}},
-    }
 
 
 def allocated(server: ApiServer, name: str) -> list[str]:
@@ -54,10 +29,10 @@ def test_a_device_allocated_is_not_given_again_while_the_claims_watch_has_not_sh
     watch is held from just before the first allocation until after the second pod is tried: the second pod must
     wait ("cannot allocate all claims"), not be given the GPU the first one's claim holds."""
     apiserver.create(make_node("n0").cap(cpu="8", memory="8Gi").label("kubernetes.io/hostname", "n0").json())
-    apiserver.create(device_class())
-    apiserver.create(one_gpu_slice("n0"))
+    apiserver.create(device_class("gpu"))
+    apiserver.create(gpu_slice("n0", ["a100"]))
     for name in ("first", "second"):
-        apiserver.create(claim(name))
+        apiserver.create(resource_claim(name, "default", claim_spec("gpu", [])))
     replica = Replica(apiserver, kubeconfig, fast_config(), "a").start()
     replicas.append(replica)
     wait_for(lambda: apiserver.requests_matching("GET", CLAIMS_WATCH))

@@ -37,9 +37,15 @@ def gang(name: str, members: int, min_count: int, cpu: str, *keys: str, priority
     return [group.obj(), *pods]
 
 
-def placed(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objects: object) -> tuple[dict[str, str], dict]:
+def simulated(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objects: object) -> dict:
+    """`phalanx simulate -o json`'s report of these objects."""
     code, report, err = simulate(capsys, write(tmp_path, "s.yaml", yaml_documents(list(objects))))
     assert code == 0 and report is not None, err
+    return report
+
+
+def placed(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objects: object) -> tuple[dict[str, str], dict]:
+    report = simulated(tmp_path, capsys, *objects)
     bound = {b["pod"].split("/")[1]: b["node"] for b in report["bindings"]}
     return bound, {p["pod"].split("/")[1]: p["message"] for p in report["pending"]}
 
@@ -269,9 +275,7 @@ def test_members_relabelled_between_passes(
 
 
 def victims(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objects: object) -> list[str]:
-    code, report, err = simulate(capsys, write(tmp_path, "s.yaml", yaml_documents(list(objects))))
-    assert code == 0 and report is not None, err
-    return sorted(p["victim"].split("/")[1] for p in report["preemptions"])
+    return sorted(p["victim"].split("/")[1] for p in simulated(tmp_path, capsys, *objects)["preemptions"])
 
 
 def test_one_rack_that_is_the_whole_cluster_takes_the_victims_the_unconstrained_search_takes(
