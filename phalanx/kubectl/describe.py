@@ -3,8 +3,9 @@
 Rendered from the `Explanation` document (`-o json`), whoever computed it (the scheduler's explain API, or this
 command): the unit and its state, its members, where they can go now (kube-scheduler's FitError and how many
 fit, and for a topology group no domain can take, how many the closest domains could), what preemption would do now
-(the Decision's summary, then one line per victim and spared candidate, capped), the preemptions in flight that
-concern it, what would unblock it, and which scheduler replica answered. `-o json` has everything.
+(the Decision's summary, then one line per victim and spared candidate, capped), the pending members' ResourceClaims
+(the devices each has or the dry run gives it, or why it cannot be allocated), the preemptions in flight that concern
+it, what would unblock it, and which scheduler replica answered. `-o json` has everything.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from scheduler.preemption.decision import Decision, DomainCost, Outcome, Spared,
 
 DETAIL_LINES = 20
 """Victim and spared-candidate lines shown before the rest is only counted."""
+NAMED = 3
+"""Pods a claim's line names before it counts the rest."""
 LABEL = 15
 Doc = dict[str, Any]
 
@@ -132,6 +135,7 @@ def render(explained: Doc) -> str:
         out += _field("Dry run", "stopped before it could tell (too many passes); -o json has what it saw")
     else:
         out += _field("Dry run", f"not bound by {forecast['horizon']}: nothing in the cluster changes that by itself")
+    out += _claims(explained)
     if explained["inFlight"]:
         out += "In flight:\n"
         for flight in explained["inFlight"]:
@@ -143,6 +147,30 @@ def render(explained: Doc) -> str:
             left = f"{len(victims)} victim(s) still terminating{since}" + (f": {named}" if named else "")
             out += f"  {flight['preemptor']}: {held}; {left}\n"
     return out + _unblock(explained) + _served(explained)
+
+
+def _claims(explained: Doc) -> str:
+    """One line per claim of the pending members: its devices, those the dry run gives it, or why none can be had.
+    An older server's document has no `claims`."""
+    lines = []
+    for claim in explained.get("claims", ()):
+        pods = claim["pods"]
+        users = ", ".join(pods[:NAMED]) + (f", +{len(pods) - NAMED} more" if len(pods) > NAMED else "")
+        if claim["allocated"]:
+            state = f"allocated: {_devices(claim['devices'])}"
+        elif claim["message"] is not None:
+            state = f"cannot be allocated now: {claim['message']}"
+        else:
+            state = "not allocated"
+        if claim["forecast"]:
+            state = f"{state.rstrip('.')}; the dry run allocates {_devices(claim['forecast'])}"
+        lines.append(f"  {claim['claim'] or '<not created>'} ({claim['name']} of {users}): {state}\n")
+    return "Claims:\n" + "".join(lines) if lines else ""
+
+
+def _devices(devices: list[Doc]) -> str:
+    """`gpu: a100/gpu-0, gpu: a100/gpu-1`: each device's request, pool and name (`-o json` has its driver)."""
+    return ", ".join(f"{d['request']}: {d['pool']}/{d['device']}" for d in devices)
 
 
 def _domains(placement: Doc) -> str:

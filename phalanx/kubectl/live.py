@@ -2,7 +2,8 @@
 `--config FILE`: one LIST of each kind the scheduler reads, and nothing written.
 
 The kinds are the scheduler's informers' (pods, nodes, PriorityClasses, PodDisruptionBudgets, claims, volumes,
-StorageClasses, CSINodes, Namespaces, our PodGroups and Queues, native PodGroups where the server serves them),
+StorageClasses, CSINodes, Namespaces, DeviceClasses, ResourceSlices and ResourceClaims where the server serves
+`resource.k8s.io/v1`, our PodGroups and Queues, native PodGroups where the server serves them),
 listed at once from a thread pool, each body decoded by orjson and pruned (`managedFields`, the kubelet's status)
 before our models read it, as the informers do; the garbage collector is kept out of the way while tens of thousands
 of objects are built. The scheduler's own configuration is read from its ConfigMap (`--scheduler-config
@@ -28,6 +29,7 @@ from phalanx.kubectl.connection import ROUTES, Connection, server_error
 from phalanx.kubectl.errors import KubectlError
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSINode
+from scheduler.api.device_class import DeviceClass
 from scheduler.api.meta import ApiModel
 from scheduler.api.namespace import Namespace
 from scheduler.api.node import Node
@@ -38,6 +40,8 @@ from scheduler.api.pod import Pod
 from scheduler.api.pod_group import GROUP, NATIVE_API_VERSION, VERSION, NativePodGroup, PodGroup
 from scheduler.api.priority_class import PriorityClass
 from scheduler.api.queue import Queue
+from scheduler.api.resource_claim import ResourceClaim
+from scheduler.api.resource_slice import ResourceSlice
 from scheduler.api.storage_class import StorageClass
 from scheduler.api.wire import prune
 from scheduler.framework.cluster import ClusterObjects
@@ -73,6 +77,10 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         path = ROUTES.list_cluster_custom_object.format(group=GROUP, version=VERSION, plural=plural)
         return lambda: connection.get(path, missing_ok=True)  # not found: our CRDs are not installed
 
+    def devices(plural: str) -> Callable[[], Any]:
+        path = ROUTES.list_cluster_custom_object.format(group="resource.k8s.io", version="v1", plural=plural)
+        return lambda: connection.get(path, missing_ok=True)  # not found: the server does not serve DRA
+
     def native() -> Any:
         """The native PodGroups, where the server serves them (discovery, which every user may read)."""
         served = connection.get(
@@ -93,6 +101,9 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         "storageclasses": lambda: connection.get(ROUTES.list_storage_class),
         "csinodes": lambda: connection.get(ROUTES.list_csi_node),
         "namespaces": lambda: connection.get(ROUTES.list_namespace),
+        "deviceclasses": devices("deviceclasses"),
+        "resourceslices": devices("resourceslices"),
+        "resourceclaims": devices("resourceclaims"),
         "podgroups": ours("podgroups"),
         "queues": ours("queues"),
         "native-podgroups": native,
@@ -115,6 +126,9 @@ def read_cluster(connection: Connection) -> ClusterObjects:
             persistent_volumes=_items(bodies["persistentvolumes"], "persistentvolumes", PersistentVolume),
             storage_classes=_items(bodies["storageclasses"], "storageclasses", StorageClass),
             csi_nodes=_items(bodies["csinodes"], "csinodes", CSINode),
+            device_classes=_items(bodies["deviceclasses"], "deviceclasses", DeviceClass),
+            resource_slices=_items(bodies["resourceslices"], "resourceslices", ResourceSlice),
+            resource_claims=_items(bodies["resourceclaims"], "resourceclaims", ResourceClaim),
             namespaces=_items(bodies["namespaces"], "namespaces", Namespace),
         )
 

@@ -8,7 +8,9 @@ scheduler's order, so units before this one take their room first, as they would
 along the virtual clock until the unit is bound, nothing more can happen, `FORECAST` has passed or
 `FORECAST_PASSES` were made. It assumes what the simulator assumes: a victim is gone once its grace period
 is over, nothing else arrives, nothing is deleted by anyone else. The in-memory back end holds a copy of the
-objects: no write reaches the cluster, nor the objects the caller passed.
+objects, of every table the scheduler reads, DRA's too (DeviceClasses, ResourceSlices, ResourceClaims, and a dump's
+ResourceClaimTemplates, whose claims it makes as the resource claim controller would): no write reaches the cluster,
+nor the objects the caller passed.
 
 What the dry run's scheduler builds that outlives a pass, its snapshot caches (a PodInfo per pod, the node table,
 the capacity arrays) and its plugins' derived caches (the preemption's running-pod columns), may be kept for the
@@ -21,15 +23,17 @@ wrote in its copy (victims deleted, members bound) is undone on the next the way
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.api.config import SchedulerConfiguration
-from scheduler.framework.cluster import ClusterObjects
+from scheduler.api.resource_claim import ResourceClaim
+from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.profile import Profile
 from scheduler.framework.reporter import Attempt, PassReport
 from scheduler.framework.snapshot_builder import PodInfoCache, build_snapshot
+from scheduler.framework.unit_key import group_unit
 from scheduler.plugins import default_profile
 from scheduler.preemption.actuator import PreemptionActuator
 from scheduler.preemption.decision import Decision, Outcome
@@ -89,15 +93,31 @@ class DryRun:
     cut: bool = False
     """The pass limit ended the run before it could tell."""
     horizon: datetime | None = None
+    claims_before: dict[str, ResourceClaim] = field(default_factory=dict)
+    """The ResourceClaims that the units tried before it in the first pass allocated or reserved, as they left them:
+    when the scheduler tries the unit, their devices are taken (filled only for a unit whose pods claim devices)."""
+    end: ClusterObjects | None = None
+    """For a unit whose pods claim devices, the copy of the objects as the run left them: the pods it bound, the
+    claims it allocated."""
 
 
 class _Watch:
     """Follows the unit through the run's passes."""
 
-    def __init__(self, unit: str, members: set[str], needed: int, now: datetime) -> None:
+    def __init__(
+        self,
+        unit: str,
+        members: set[str],
+        needed: int,
+        now: datetime,
+        claims: tuple[ClusterObjects, Mapping[str, ResourceClaim]] | None,
+    ) -> None:
+        """`claims`: for a unit whose pods claim devices, the run's copy of the objects and the claims it started
+        from."""
         self.unit = unit
         self.members = members
         self.needed = needed
+        self.claims = claims
         self.result = DryRun(now)
         self.first = True
 
@@ -120,16 +140,38 @@ class _Watch:
             result.attempt = report.attempts.get(self.unit)
             result.messages = {p.pod: p.message for p in report.pending if p.pod in self.members}
             acted = {key for key, proposal in report.post_filter if proposal.victims or proposal.nominations}
+            tried: set[str] = set()
             for key, attempt in report.attempts.items():
                 if key == self.unit:
                     break
+                tried.add(key)
                 if attempt.bound or key in acted:
                     result.ahead.append(key)
+            if self.claims is not None:
+                result.claims_before = _claimed_by(tried, *self.claims)
         if result.bound_at is None and len(result.bound) >= self.needed:
             result.bound_at = report.time
 
     def done(self) -> bool:
         return self.result.bound_at is not None
+
+
+def _claimed_by(units: set[str], copy: ClusterObjects, before: Mapping[str, ResourceClaim]) -> dict[str, ResourceClaim]:
+    """The claims of `copy` that are not as `before` has them and are reserved for a pod (or a PodGroup) of `units`."""
+    found: dict[str, ResourceClaim] = {}
+    for key, claim in copy.resource_claims.items():
+        if claim is before.get(key):
+            continue
+        namespace = claim.metadata.namespace or "default"
+        for consumer in claim.status.reserved_for:
+            owner = group_unit(f"{namespace}/{consumer.name}")
+            if consumer.resource == "pods":
+                pod = copy.pods.get(f"{namespace}/{consumer.name}")
+                owner = unit_of(pod) if pod is not None else ""
+            if owner in units:
+                found[key] = claim
+                break
+    return found
 
 
 def dry_run(
@@ -158,9 +200,14 @@ def dry_run(
         storage_classes=dict(objects.storage_classes),
         csi_nodes=dict(objects.csi_nodes),
         csi_drivers=dict(objects.csi_drivers),
+        device_classes=dict(objects.device_classes),
+        resource_slices=dict(objects.resource_slices),
+        resource_claims=dict(objects.resource_claims),
+        resource_claim_templates=dict(objects.resource_claim_templates),
         namespaces=dict(objects.namespaces),
     )
-    watch = _Watch(unit, members, needed, now)
+    claimed = any(objects.pods[m].spec.resource_claims for m in members if m in objects.pods)
+    watch = _Watch(unit, members, needed, now, (copy, objects.resource_claims) if claimed else None)
     run = simulate(
         Scenario(copy, config, []),
         now,
@@ -175,4 +222,6 @@ def dry_run(
     )
     watch.result.cut = run.cut and watch.result.bound_at is None
     watch.result.horizon = run.cluster.now()
+    if claimed:  # kept only where the claims' forecast reads it: a kept answer must not hold a copy of every pod
+        watch.result.end = copy
     return watch.result

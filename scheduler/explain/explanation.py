@@ -4,7 +4,8 @@ Built from a cluster's objects (a LIST of each kind, or a dump) and the schedule
 of them (`dry_run.py`). The decision is the victim search's own `Decision`, so the JSON shares its schema
 (`Decision.as_json`, `schemaVersion`) with `phalanx simulate -o json`'s `decisions`. What the scheduler holds
 beyond the objects is named too: its own preemption under way (nominations, victims still terminating)
-and the nominations of other units that hold room against it.
+and the nominations of other units that hold room against it. The ResourceClaims of its pending members are judged
+by the DynamicResources plugin itself (`claims.py`), on the devices free when the dry run tries the unit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.meta import rfc3339
+from scheduler.explain.claims import Claim, claims_of
 from scheduler.explain.dry_run import DryRun, dry_run
 from scheduler.explain.pod_index import PodIndex
 from scheduler.explain.unblock import Unblock, unblockers
@@ -63,6 +65,8 @@ class Explanation:
     flights: list[InFlight] = field(default_factory=list)
     """Its own preemption under way, then the others whose nominations hold room against it."""
     unblock: list[Unblock] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    """The ResourceClaims of its pending members (`claims.py`)."""
 
     def as_json(self) -> dict[str, Any]:
         unit, run = self.unit, self.run
@@ -111,6 +115,7 @@ class Explanation:
                 "cut": run.cut if run is not None else False,
             },
             "unblock": [u.as_json() for u in self.unblock],
+            "claims": [c.as_json() for c in self.claims],
         }
 
 
@@ -179,4 +184,5 @@ def explain(
             flights.append(other)
     explained = Explanation(now, target, unit, len(objects.nodes), run, flights)
     explained.unblock = unblockers(unit, run, flights, objects, config, now)
+    explained.claims = claims_of(unit, run, objects, config, now) if run is not None else []
     return explained

@@ -5,7 +5,9 @@ toleration ends at 12:15:01Z, preemption places all 8 members"; "no unit below p
 PodGroup's priority or add 2 nodes with 8 nvidia.com/gpu free"; "waiting for 2 more members: the gang needs
 4". The node estimate takes, among the nodes the unit's static filters (selectors, affinity, taints, cordons)
 accept, the one where most members fit when empty, and asks for as many such nodes as the members still
-unplaced need; it says what those members request of the resources the FitError names.
+unplaced need; it says what those members request of the resources the FitError names, or, when it names only claims
+that cannot be allocated, that the nodes need devices the claims select (the explanation's claims say which request
+no node can meet).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from scheduler.framework.feasibility import static_mask
 from scheduler.framework.reasons import PendingReason
 from scheduler.framework.snapshot_builder import build_snapshot
 from scheduler.plugins import static_filters
+from scheduler.plugins.dynamic_resources.plugin import CANNOT_ALLOCATE
 from scheduler.plugins.inter_pod_affinity import AFFINITY
 from scheduler.plugins.preemption_toleration import format_instant
 from scheduler.preemption.decision import Decision, Outcome, Spared, SpareReason
@@ -227,7 +230,10 @@ def _nodes_text(unit: Unit, run: DryRun, objects: ClusterObjects, config: Schedu
     if best == 0:
         return "add larger nodes: no node its filters accept could hold even one member when empty"
     short = run.attempt.fit_error if run.attempt is not None else ""
-    named = [c for c in used if f"Insufficient {table.resources[c]}" in short] or used
+    named = [c for c in used if f"Insufficient {table.resources[c]}" in short]
+    if not named and CANNOT_ALLOCATE in short:
+        return f"add {_count(missing, 'node')} with free devices its claims select (see Claims)"
+    named = named or used
     per_node = min(best, missing)
     resources = " and ".join(
         f"{format_units(table.resources[c], int(request[c]) * per_node)} {table.resources[c]}" for c in named

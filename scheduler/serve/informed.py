@@ -1,10 +1,12 @@
 """The cluster as one replica's informers hold it, for an answer of the served API.
 
 Each informer's table is taken as `Informer.items()` gives it (one `dict.copy` under its lock: ~1 ms at 100,000
-pods), so the objects are the caches' own, shared and never copied; the watches go on meanwhile. The writes this
-replica has in flight are not overlaid (only the scheduling pass reads `KubeView.objects()`, which keeps state
-between calls): a Binding or a victim's deletion the watch has not delivered yet is not seen, for the few
-milliseconds until it is. The pods cache's resourceVersion says how fresh the answer is.
+pods), so the objects are the caches' own, shared and never copied; the watches go on meanwhile. The tables are those
+a scheduling pass reads, DRA's included (DeviceClasses, ResourceSlices, ResourceClaims), so the dry run allocates
+devices as the scheduler does. The writes this replica has in flight are not overlaid (only the scheduling pass reads
+`KubeView.objects()`, which keeps state between calls): a Binding, a claim's allocation or a victim's deletion the
+watch has not delivered yet is not seen, for the few milliseconds until it is. The pods cache's resourceVersion says
+how fresh the answer is.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def seen(view: KubeView) -> Seen:
         persistent_volumes=view.volumes.items(),
         storage_classes=view.storage_classes.items(),
         csi_nodes=view.csi_nodes.items(),
+        device_classes=view.device_classes.items(),
+        resource_slices=view.resource_slices.items(),
+        resource_claims=view.resource_claims.items(),
         namespaces=view.namespaces.items(),
     )
     return Seen(objects, version)
