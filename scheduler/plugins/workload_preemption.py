@@ -39,12 +39,10 @@ NAME = "WorkloadPreemption"
 
 KEPT_BEHIND_SHARE = 16
 """Between passes, the running-pod columns may lag by fewer than 1/16 of the nodes (`snapshot_ready`)..."""
-FAR_BEHIND_SHARE = 4
-"""...or, if they were brought up less than `KEPT_NEAR_SECONDS` ago, by fewer than 1/4."""
 KEPT_NEAR_SECONDS = 10.0
-"""How often the columns are brought up between passes while the cluster changes fast (a backlog drained at hundreds of
-pods a second changes 1/16 of 10,000 nodes every pass): a refresh also splices every column whole, so one every 10 s
-costs a backlog's passes less, and the decision that needs them brings up at most 10 s of changes first."""
+"""...and are brought up at most this often, however many nodes changed. A backlog drained at hundreds of pods a
+second changes 1/16 of 10,000 nodes every pass, and a refresh splices every column whole: kept near on that clock,
+the columns cost a drain's passes little, and a decision that needs them brings up at most this long's changes."""
 
 CLEAR = ""
 """A nomination to this node name means: clear the member's stale `nominatedNodeName`."""
@@ -72,13 +70,13 @@ class WorkloadPreemption:
 
     def snapshot_ready(self, snapshot: Snapshot) -> None:
         """Keep the running-pod columns near the cluster (brought up once 1/16 of the nodes changed, at most every
-        `KEPT_NEAR_SECONDS` unless 1/4 did), so a decision on a big cluster neither builds them from every pod nor
-        re-reads most of them first."""
-        recent = self._kept_at is not None and snapshot.now - self._kept_at < timedelta(seconds=KEPT_NEAR_SECONDS)
-        share = FAR_BEHIND_SHARE if recent else KEPT_BEHIND_SHARE
+        `KEPT_NEAR_SECONDS`), so a decision on a big cluster neither builds them from every pod nor re-reads most of
+        them first."""
+        if self._kept_at is not None and snapshot.now - self._kept_at < timedelta(seconds=KEPT_NEAR_SECONDS):
+            return
         with collector.paused():
             before = self._columns.version if self._columns is not None else None
-            columns = self._running(snapshot, unless_fewer=max(1, len(snapshot.nodes.names) // share))
+            columns = self._running(snapshot, unless_fewer=max(1, len(snapshot.nodes.names) // KEPT_BEHIND_SHARE))
             if columns.version != before:
                 self._kept_at = snapshot.now
 

@@ -12,7 +12,10 @@ them after every pass instead cost 7 % of the scheduler's CPU streaming pods at 
 23): a pass leaves young containers that hold the whole cache (the informers' copies of their tables, a
 snapshot's rows), and a young collection reads every object they hold, ten times a second. Most of what a
 pass makes is freed by refcounting before the next collection sees it; what is cyclic waits for it, so the
-garbage cycles kept alive at once are at most what the process makes in a second.
+garbage cycles kept alive at once are at most what the process makes in `settle_every_seconds`. Seconds rather
+than one: what lives a second or two (the last pass's snapshot, the informers' models of a pod bound and then
+started, the writes in flight) is freed by refcounting before a collection reads it, and a drain's collections
+read that much less.
 
 What freezing costs: an object frozen while alive that later becomes part of an unreachable cycle is not
 freed until the next full collection, which unfreezes everything first. That collection runs every
@@ -28,7 +31,7 @@ import time
 from collections.abc import Callable
 
 FULL_EVERY_SECONDS = 600.0
-SETTLE_EVERY_SECONDS = 1.0
+SETTLE_EVERY_SECONDS = 5.0
 
 
 class Heap:
