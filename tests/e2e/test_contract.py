@@ -8,6 +8,11 @@ flight have landed and the informer shows them) and what each refused (raised as
 back end, in the ledger of the Kubernetes one) must be the same. The cases include a Binding of a pod already
 bound, a write the server refuses, a pod that vanished, and a write made from a stale resourceVersion.
 
+ResourceClaims are allocated and reserved by DynamicResources' PreBind (`allocate_claims`), before the Binding, to
+devices the contract's nodes publish (`tests/devices.py`); the allocations are written here as the plugin makes
+them. Once a pod that held a claim is gone, the real control plane's resource claim controller removes its
+reservation and deallocates the claim, which lets the next case delete it.
+
 Volumes are bound by the PV controller of the real control plane's kube-controller-manager, and by the memory back
 end's own; nothing provisions on the real server, so the test provisions there as an external provisioner would
 (a volume for the claim, once it names its node), and the memory back end's provisioner must make the same.
@@ -38,11 +43,21 @@ from scheduler.api.persistent_volume_claim import (
 )
 from scheduler.api.pod import POD_GROUP_LABEL, Pod
 from scheduler.api.pod_group import PodGroup
+from scheduler.api.resource_claim import (
+    AllocationResult,
+    DeviceAllocationResult,
+    DeviceRequestAllocationResult,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
 from scheduler.cluster.kube import KubeCluster
-from scheduler.cluster.kube.calls import REPORTING_CONTROLLER
+from scheduler.cluster.kube.calls import CLAIM_FINALIZER, REPORTING_CONTROLLER
 from scheduler.cluster.memory import MemoryCluster
 from scheduler.framework.cluster import Cluster, ClusterObjects, WriteRefused
+from scheduler.framework.devices import ClaimWrite
 from scheduler.framework.storage import PodVolumes
+from scheduler.plugins.dynamic_resources.inventory import node_name_selector
+from tests.devices import DRIVER, RESOURCE, claim_spec, device_class, gpu_slice, model_is, resource_claim
 from tests.e2e.control_plane import ControlPlane, Json, collection_path, object_path, plural
 from tests.e2e.objects import GATE, PHALANX
 from tests.e2e.stack import Stack
@@ -65,6 +80,8 @@ LAZY = "contract-lazy"
 PROVISIONER = "contract.example.com"
 CLAIM_ANNOTATIONS = (ANN_SELECTED_NODE, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER)
 """The claim annotations the scheduler and the PV controller write (not the provisioner's own)."""
+GPU = "contract-gpu"
+"""The DeviceClass of the contract's ResourceClaims: every device of `DRIVER`; each node publishes two L4s."""
 
 
 def pod(
@@ -74,6 +91,7 @@ def pod(
     grace: int | None = None,
     claim: str | None = None,
     member_of: str | None = None,
+    device_claim: str | None = None,
 ) -> Json:
     spec: Json = {"schedulerName": "contract", "containers": [{"name": "c", "image": "busybox"}]}
     if node:
@@ -84,6 +102,9 @@ def pod(
         spec["terminationGracePeriodSeconds"] = grace
     if claim is not None:
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    if device_claim is not None:  # its container uses the ResourceClaim, as `gpu`
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": device_claim}]
+        spec["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     metadata: Json = {"name": name, "namespace": NAMESPACE}
     if member_of is not None:
         metadata["labels"] = {POD_GROUP_LABEL: member_of}
@@ -121,6 +142,11 @@ def volume(name: str, node: str) -> Json:
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
 
 
+def gpu_claim(name: str) -> Json:
+    """A ResourceClaim for one L4 of the class `GPU` (request `gpu`)."""
+    return resource_claim(name, NAMESPACE, claim_spec(GPU, [model_is("l4")]))
+
+
 def group(name: str) -> Json:
     return {
         "apiVersion": PHALANX,
@@ -143,14 +169,20 @@ class World:
     def provision(self, claim_name: str, node: str) -> None:
         """An external provisioner makes a volume for the claim once the claim names its node."""
 
+    def allocate(self, claim_name: str, node: str, device: str, pod_name: str) -> None:
+        """Another scheduler allocates the ResourceClaim to `device` of the node's pool and reserves it for a pod."""
+
+    def delete_claim(self, name: str) -> None:
+        """A user deletes the ResourceClaim (not allocated: it goes at once)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Case:
     objects: tuple[Json, ...]
     act: Callable[[Cluster, ClusterObjects, World], None]
     look: tuple[str, ...]
-    """The objects compared afterwards: `pods/<name>`, `podgroups/<name>`, `persistentvolumeclaims/<name>` or
-    `persistentvolumes/<name>`."""
+    """The objects compared afterwards: `pods/<name>`, `podgroups/<name>`, `persistentvolumeclaims/<name>`,
+    `persistentvolumes/<name>` or `resourceclaims/<name>`."""
 
 
 def key(name: str) -> str:
@@ -169,6 +201,33 @@ def provision(c: Cluster, o: ClusterObjects, w: World) -> None:
     c.bind_volumes(o.pods[key("p")], NODES[0], PodVolumes(provisions=(o.persistent_volume_claims[key("data")],)))
     c.bind(o.pods[key("p")], NODES[0])
     w.provision("data", NODES[0])
+
+
+def allocation(node: str, device: str) -> AllocationResult:
+    """What DynamicResources allocates to request `gpu`: one device of the node's pool, usable on that node only."""
+    result = DeviceRequestAllocationResult(request="gpu", driver=DRIVER, pool=node, device=device)
+    return AllocationResult(devices=DeviceAllocationResult(results=[result]), node_selector=node_name_selector(node))
+
+
+def consumer(p: Pod) -> ResourceClaimConsumerReference:
+    return ResourceClaimConsumerReference(resource="pods", name=p.metadata.name, uid=p.metadata.uid or "")
+
+
+def allocate_claim(
+    c: Cluster, o: ClusterObjects, pod_name: str, claim_name: str, node: str = NODES[0], device: str = "gpu-0"
+) -> None:
+    """PreBind of pod `pod_name` on `node` with its claim, as `o` shows it, allocated to `device` (when it is not) and
+    reserved for the pod, then its Binding."""
+    p = o.pods[key(pod_name)]
+    c.allocate_claims(p, node, (ClaimWrite(o.resource_claims[key(claim_name)], allocation(node, device), consumer(p)),))
+    c.bind(p, node)
+
+
+def share_claim(c: Cluster, o: ClusterObjects, w: World) -> None:
+    """Pods `a` and `b` of one claim placed in two passes: the second sees the claim as the first left it (allocated,
+    reserved for `a`) and writes the same allocation."""
+    allocate_claim(c, o, "a", "shared")
+    allocate_claim(c, c.objects(), "b", "shared")
 
 
 CASES = [
@@ -290,12 +349,72 @@ CASES = [
         ),
         id="a volume another claim took meanwhile is refused with the server's answer, and the pod not bound",
     ),
+    pytest.param(
+        Case(
+            (pod("p", device_claim="gpu"), gpu_claim("gpu")),
+            lambda c, o, w: allocate_claim(c, o, "p", "gpu"),
+            ("pods/p", "resourceclaims/gpu"),
+        ),
+        id="a claim is allocated to a device of the node and reserved for the pod, then the pod bound",
+    ),
+    pytest.param(
+        Case(
+            (pod("a", device_claim="shared"), pod("b", device_claim="shared"), gpu_claim("shared")),
+            share_claim,
+            ("pods/a", "pods/b", "resourceclaims/shared"),
+        ),
+        id="a claim shared by two pods is allocated once and reserved for both, then both bound",
+    ),
+    pytest.param(
+        Case(
+            (pod("a", device_claim="shared"), pod("b", device_claim="shared"), gpu_claim("shared")),
+            lambda c, o, w: (w.allocate("shared", NODES[0], "gpu-0", "a"), allocate_claim(c, o, "b", "shared")),
+            ("pods/b", "resourceclaims/shared"),
+        ),
+        id="a claim allocated meanwhile to the same device for another pod is only reserved for this one too",
+    ),
+    pytest.param(
+        Case(
+            # names of its own: `holder` stays, and keeps the claim allocated, until the namespace goes
+            (pod("p", device_claim="taken"), pod("holder", device_claim="taken"), gpu_claim("taken")),
+            lambda c, o, w: (w.allocate("taken", NODES[1], "gpu-1", "holder"), allocate_claim(c, o, "p", "taken")),
+            ("pods/p", "resourceclaims/taken"),
+        ),
+        id="a claim allocated meanwhile to other devices is refused alike, and the pod not bound",
+    ),
+    pytest.param(
+        Case(
+            (pod("p", device_claim="gpu"), gpu_claim("gpu")),
+            lambda c, o, w: (w.delete_claim("gpu"), allocate_claim(c, o, "p", "gpu")),
+            ("pods/p", "resourceclaims/gpu"),
+        ),
+        id="a claim deleted meanwhile is refused with the server's answer, and the pod not bound",
+    ),
+    pytest.param(
+        Case(
+            (pod("p", device_claim="gpu"), gpu_claim("gpu")),
+            lambda c, o, w: (w.allocate("gpu", NODES[0], "gpu-0", "p"), allocate_claim(c, o, "p", "gpu")),
+            ("pods/p", "resourceclaims/gpu"),
+        ),
+        id="a claim allocated and reserved for the pod already (a write replayed) is left as it is, and the pod bound",
+    ),
 ]
 
 
 def shown(objects: ClusterObjects, what: str) -> Any:
     """What the contract compares of one object: the fields the scheduler writes, and whether it is there."""
     kind, _, name = what.partition("/")
+    if kind == "resourceclaims":
+        rc: ResourceClaim | None = objects.resource_claims.get(key(name))
+        if rc is None:
+            return None
+        made = rc.status.allocation
+        selector = made.node_selector if made is not None else None
+        return {
+            "devices": [(r.request, r.driver, r.pool, r.device) for r in made.devices.results] if made else None,
+            "node selector": selector.model_dump(by_alias=True, exclude_defaults=True) if selector else None,
+            "reserved for": sorted((r.api_group or "", r.resource, r.name, r.uid) for r in rc.status.reserved_for),
+        }
     if kind == "persistentvolumeclaims":
         c: PersistentVolumeClaim | None = objects.persistent_volume_claims.get(key(name))
         if c is None:
@@ -368,11 +487,16 @@ def kube(stack: Stack) -> Iterator[KubeCluster]:
                 "reclaimPolicy": "Retain",
             }
         )
+    for made in (device_class(GPU), *(gpu_slice(name, ("l4", "l4")) for name in NODES)):
+        api.apply(made)
     cluster = KubeCluster(api_client(plane.admin_kubeconfig, "scheduler"), identity="contract")
     cluster.start()
     assert cluster.wait_synced(30)
     yield cluster
     cluster.stop()
+    for name in NODES:
+        api.delete(f"/apis/{RESOURCE}/resourceslices/{name}")
+    api.delete(f"/apis/{RESOURCE}/deviceclasses/{GPU}")
     for name in NODES:
         api.delete(f"/api/v1/nodes/{name}")
     api.delete(f"/api/v1/namespaces/{NAMESPACE}")
@@ -434,6 +558,20 @@ class KubeWorld(World):
         body = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "annotations": annotations}}
         self.api.create("/api/v1/persistentvolumes", {**body, "spec": spec})
 
+    def allocate(self, claim_name: str, node: str, device: str, pod_name: str) -> None:
+        path = f"/apis/{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims/{claim_name}"
+        found = self.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod_name}")
+        assert found is not None
+        assert self.api.patch(path, {"metadata": {"finalizers": [CLAIM_FINALIZER]}}).status == 200
+        status = {
+            "allocation": allocation(node, device).model_dump(by_alias=True, exclude_defaults=True, mode="json"),
+            "reservedFor": [{"resource": "pods", "name": pod_name, "uid": found["metadata"]["uid"]}],
+        }
+        assert self.api.patch(f"{path}/status", {"status": status}).status == 200
+
+    def delete_claim(self, name: str) -> None:
+        self.api.delete(f"/apis/{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims/{name}")
+
 
 class MemoryWorld(World):
     def __init__(self, cluster: MemoryCluster) -> None:
@@ -460,6 +598,21 @@ class MemoryWorld(World):
                 "spec": current.spec.model_copy(update={"claim_ref": ref}),
             }
         )
+
+    def allocate(self, claim_name: str, node: str, device: str, pod_name: str) -> None:
+        objects = self.cluster.objects()
+        current = objects.resource_claims[key(claim_name)]
+        version = str(int(current.metadata.resource_version or 0) + 1)
+        status = current.status.model_copy(
+            update={"allocation": allocation(node, device), "reserved_for": [consumer(objects.pods[key(pod_name)])]}
+        )
+        metadata = current.metadata.model_copy(update={"resource_version": version, "finalizers": [CLAIM_FINALIZER]})
+        made = current.model_copy(update={"metadata": metadata, "status": status})
+        objects.resource_claims = {**objects.resource_claims, key(claim_name): made}  # replaced, as the back end does
+
+    def delete_claim(self, name: str) -> None:
+        objects = self.cluster.objects()
+        objects.resource_claims = {k: c for k, c in objects.resource_claims.items() if k != key(name)}
 
 
 def refusal(act: Callable[[], Any]) -> str | None:
@@ -502,6 +655,9 @@ def prepared(objects: tuple[Json, ...], kube: KubeCluster, stack: Stack) -> tupl
             },
             persistent_volumes={k: v for k, v in before.persistent_volumes.items() if v.storage_class in (LOCAL, LAZY)},
             storage_classes=dict(before.storage_classes),
+            device_classes={GPU: before.device_classes[GPU]},
+            resource_slices={n: s for n, s in before.resource_slices.items() if n in NODES},
+            resource_claims={k: c for k, c in before.resource_claims.items() if k.startswith(f"{NAMESPACE}/")},
         ),
         datetime.now(UTC),
     )

@@ -223,8 +223,9 @@ class MemoryCluster:
         self, pod: Pod, node_name: str, writes: tuple[ClaimWrite, ...], unit: str | None = None
     ) -> None:
         """As the Kubernetes back end: each claim allocated (when it is not) and reserved for its consumer, all or
-        none; a claim gone or allocated to other devices is refused as the API server would refuse the write (404,
-        409 on the resourceVersion the pass saw). The table is replaced, not changed (see `bind_volumes`)."""
+        none; a claim gone is refused as the API server refuses the write (404), one allocated to other devices as
+        the Kubernetes back end refuses it on reading the claim again, before any write. The table is replaced, not
+        changed (see `bind_volumes`)."""
         if self._current(pod) is None:
             raise WriteRefused(f'allocate_claims {pod.key}: 404 NotFound: pods "{pod.metadata.name}" not found')
         claims = dict(self._objects.resource_claims)
@@ -237,9 +238,7 @@ class MemoryCluster:
                 )
             made = write.applied(stored)
             if made is None:
-                raise WriteRefused(
-                    f'allocate_claims {pod.key}: 409 Conflict: resourceclaim "{name}" is allocated to other devices'
-                )
+                raise WriteRefused(f'allocate_claims {pod.key}: resourceclaim "{name}" is allocated to other devices')
             if made is not stored:
                 claims[key] = made.model_copy(update={"metadata": self._bump(made.metadata)})
         self._objects.resource_claims = claims
