@@ -77,6 +77,24 @@ Workloads (`--workloads`, default preempt, drain and stream):
   `--explain-runs` times as a user runs it (the `kubectl-phalanx` executable, admin kubeconfig, the chart's
   scheduler ConfigMap in place), timed end to end: process start, every LIST, decoding, the dry run and the
   output. CPU is the command's (user + system, its children's rusage) and kube-apiserver's over the same time.
+- `devices` (issue 39, DRA structured parameters): `drain`'s shape, so that the bench's client, which makes two
+  objects a pod, is done before the measured phase and the rate is the scheduler's. Each of the `--nodes` nodes
+  publishes a ResourceSlice of `--devices-per-node` GPUs (default 8), which one DeviceClass selects by a CEL
+  expression on their driver (`device_claims.py`); then `--pods` pods of 100m / 128Mi exist, each using a
+  ResourceClaim of its own for one device of the class, made before it and named by `resourceClaimName` (no
+  controller manager runs to make claims from templates). `--pods` must fit the devices. pods/s and CPU as in
+  `drain`. Then the bench checks the claims the API server holds against where its watch saw each pod bound: each
+  allocated exactly one device, reserved for its pod alone, of the pod's node (its pool, its node selector), and no
+  device in two claims. What is wrong is reported as FAILED (in the run's note, after the tables, and in the exit
+  status, 1).
+- `devices-preempt` (issue 39): `preempt` with devices, at `--devices-preemption NODES:GANG` (default 1000:64).
+  Every device of every node is held: pod fill-n-k (100m), created bound to node-n in class fill-(n % 5), uses claim
+  fill-n-k, to which the bench writes node-n's gpu-k as a scheduler would (allocation and reservedFor). The gang's
+  GANG members (100m, at gang-high, our PodGroup or the native one as in `preempt`) each use a one-device claim of
+  their own. Measured and checked as in `preempt`; the bench also plays the resourceclaim controller for both
+  schedulers (a victim's claim is deallocated once the victim is gone), and checks each bound member's claim as in
+  `devices` and that it holds a device a victim held. kube-scheduler 1.36 does not preempt for devices; it runs at
+  the scales of `--kube-preemption` only, each run cut at `--kube-preemption-timeout`.
 
 Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
 
@@ -84,6 +102,8 @@ Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads drain --rounds 1
     .venv/bin/python bench/real_apiserver.py --nodes 5000 --pods 50000 --workloads explain
     .venv/bin/python bench/real_apiserver.py --workloads stream --nodes 5000 --pods 30000 --constrained 0.3
+    .venv/bin/python bench/real_apiserver.py --workloads devices,devices-preempt --nodes 1000 --pods 8000 \
+        --kube-preemption 1000:64 --kube-preemption-timeout 120
 
 `--json FILE` also writes every measurement. Not part of `make test`.
 """
@@ -118,6 +138,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import device_claims
+
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = (ROOT / ".." / "shared" / "kube").resolve()
 PHALANX = ROOT / ".venv" / "bin" / "phalanx"
@@ -147,6 +169,7 @@ PUBLISHED_KUBE_DECISION = {500: "235 s", 1000: "870-1,067 s"}
 
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class ApiError(Exception):
@@ -238,6 +261,8 @@ class ControlPlane:
         """Set before the nodes are made (`--constrained`): each node carries ZONE_LABEL, zone-(i % zones)."""
         self.rack = 0
         """Set before the nodes are made (`--racks`): each node carries RACK_LABEL, rack-(i // rack)."""
+        self.devices = (0, 0)
+        """`ensure_devices`: the nodes that publish a ResourceSlice, and the devices in each."""
 
     def stop(self) -> None:
         subprocess.run([str(KUBE / "down.sh"), str(self.dir)], check=False, capture_output=True)
@@ -290,6 +315,24 @@ class ControlPlane:
         for i in range(count, self.nodes):
             self.api.request("DELETE", f"/api/v1/nodes/node-{i}")
         self.nodes = count
+
+    def ensure_devices(self, nodes: int, per_node: int) -> None:
+        """The DeviceClass, and a ResourceSlice of `per_node` devices on each of node-0 .. node-(nodes-1) alone
+        (`device_claims`); (0, 0) for none."""
+        if (nodes, per_node) == self.devices:
+            return
+        if self.devices != (0, 0):
+            self.api.request("DELETE", device_claims.SLICES)
+        if self.devices == (0, 0) and nodes:
+            with contextlib.suppress(ApiError):  # made by an earlier workload of this control plane
+                self.api.request("POST", device_claims.CLASSES, device_claims.the_class())
+        if nodes:
+            self.api.create_many(
+                device_claims.SLICES,
+                (device_claims.node_slice(f"node-{i}", per_node) for i in range(nodes)),
+                workers=16,
+            )
+        self.devices = (nodes, per_node)
 
     def setup(self) -> None:
         self.kubectl("apply", "--server-side", "-f", str(ROOT / "charts" / "phalanx" / "crds"))
@@ -394,8 +437,10 @@ def pod(
     priority_class_name: str | None = None,
     labels: dict[str, str] | None = None,
     extra_spec: dict[str, Any] | None = None,
+    claim: str | None = None,
 ) -> dict[str, Any]:
-    resources = {"requests": {"cpu": cpu, "memory": memory}} if cpu else {}
+    """A pod; with `claim`, its container uses that ResourceClaim (`device_claims.claim_fields`)."""
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}} if cpu else {}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "terminationGracePeriodSeconds": 30,
@@ -405,6 +450,10 @@ def pod(
         spec["nodeName"] = node_name
     if priority_class_name:
         spec["priorityClassName"] = priority_class_name
+    if claim is not None:
+        claims, used = device_claims.claim_fields(claim)
+        spec.update(claims)
+        resources.update(used)
     spec.update(extra_spec or {})
     return {
         "apiVersion": "v1",
@@ -517,10 +566,18 @@ class PodWatch:
     It also plays the nodes' kubelets, the same for both schedulers: a bound pod being deleted is
     removed at once (DELETE, gracePeriodSeconds=0, uid precondition), and with `start_pods` a bound
     pod becomes Running and Ready (the status patch `../shared/kube/kubelet.py` sends), so the
-    schedulers see the status updates a real cluster's kubelets make.
+    schedulers see the status updates a real cluster's kubelets make. `on_gone` is called with each
+    pod deleted (on a kubelet thread): the controllers a cluster runs on a deletion (`release_claims`).
     """
 
-    def __init__(self, api: Api, namespace: str, resource_version: str, start_pods: bool = False) -> None:
+    def __init__(
+        self,
+        api: Api,
+        namespace: str,
+        resource_version: str,
+        start_pods: bool = False,
+        on_gone: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.pods: dict[str, PodState] = {}
@@ -529,6 +586,7 @@ class PodWatch:
         """Pods whose PodScheduled=False the watch saw."""
         self.cond = threading.Condition()
         self._start_pods = start_pods
+        self._on_gone = on_gone
         self._kubelet = ThreadPoolExecutor(32)  # one kubelet per node acts in parallel in a real cluster
         self._finishing: set[str] = set()
         self._started: set[str] = set()
@@ -609,6 +667,8 @@ class PodWatch:
                     state.told_at = now
                     self.told += 1
             self.cond.notify_all()
+        if kind == "DELETED" and self._on_gone is not None:
+            self._kubelet.submit(self._on_gone, obj)
         if kind == "DELETED" or not spec.get("nodeName") or meta["uid"] in self._finishing:
             return
         if meta.get("deletionTimestamp"):
@@ -899,11 +959,15 @@ class Result:
     """Over the same time: the API server's writes and watch events sent, by kind (`ControlPlane.served`)."""
     constrained: float = 0.0
     """`--constrained`: the share of the pods with anti-affinity or a zone spread."""
+    devices_per_node: int = 0
+    """`devices`, `devices-preempt`: the devices each node's ResourceSlice publishes."""
     first_bind_seconds: float | None = None
     """`drain`: from the scheduler's start to the first Binding the bench's watch saw."""
     timeline: list[int] = field(default_factory=list)
     """`drain`, `stream`: Bindings seen in each `WINDOW_SECONDS` from the first one (the last, partial window
     left out): a drain that stalls halfway shows here, not in its mean rate."""
+    failure: str = ""
+    """`devices`, `devices-preempt`: what the check of the allocations found wrong (the bench then exits with 1)."""
     note: str = ""
 
     @classmethod
@@ -959,6 +1023,59 @@ def cleanup(plane: ControlPlane, namespace: str) -> None:
             pass
         if time.time() > deadline:
             raise RuntimeError(f"pods of {namespace} not gone after 900 s")
+
+
+def cleanup_claims(api: Api, namespace: str) -> None:
+    """Remove the run's ResourceClaims, so no device stays held for the next run: those a scheduler allocated keep
+    its finalizer (`resource.kubernetes.io/delete-protection`) once deleted, which the bench then takes off, as the
+    resourceclaim controller does for a claim no pod uses."""
+    path = device_claims.CLAIMS.format(ns=namespace)
+    api.request("DELETE", path)
+    held = [c["metadata"]["name"] for c in list_all(api, path) if c["metadata"].get("finalizers")]
+    with ThreadPoolExecutor(8) as pool:
+        for future in [
+            pool.submit(api.request, "PATCH", f"{path}/{name}", {"metadata": {"finalizers": None}}, MERGE_PATCH)
+            for name in held
+        ]:
+            future.result()
+
+
+def release_claims(api: Api, namespace: str, gone: dict[str, Any]) -> None:
+    """The resourceclaim controller on a pod's deletion: each claim the pod used (by name) is no longer reserved
+    for it and, used by no other pod, is deallocated (`device_claims.RELEASED`)."""
+    for source in gone.get("spec", {}).get("resourceClaims") or []:
+        name = source.get("resourceClaimName")
+        if not name:
+            continue
+        path = f"{device_claims.CLAIMS.format(ns=namespace)}/{name}/status"
+        try:
+            api.request("PATCH", path, device_claims.RELEASED, MERGE_PATCH)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+
+def list_all(api: Api, path: str, limit: int = 1000) -> list[dict[str, Any]]:
+    """Every object of a LIST, page by page."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page = api.request("GET", f"{path}?limit={limit}" + (f"&continue={urllib.parse.quote(token)}" if token else ""))
+        items += page.get("items") or []
+        token = page.get("metadata", {}).get("continue") or ""
+        if not token:
+            return items
+
+
+def allocation_check(
+    api: Api, namespace: str, watch: PodWatch, pods: list[str], freed: set[device_claims.Device] | None = None
+) -> str:
+    """`device_claims.allocation_problems` for those of `pods` the watch saw bound (on the node it saw), on the claims
+    as the API server has them now; "" when all is right."""
+    with watch.cond:
+        placed = {name: s.node for name in pods if (s := watch.pods.get(name)) is not None and s.node is not None}
+    claims = list_all(api, device_claims.CLAIMS.format(ns=namespace))
+    return device_claims.problems_note(device_claims.allocation_problems(claims, placed, freed))
 
 
 def new_namespace(plane: ControlPlane, name: str) -> str:
@@ -1037,15 +1154,30 @@ STALL = 300.0
 
 
 def drain(
-    plane: ControlPlane, kind: str, label: str, nodes: int, pods: int, share: float = 0.0, stall: float = STALL
+    plane: ControlPlane,
+    kind: str,
+    label: str,
+    nodes: int,
+    pods: int,
+    share: float = 0.0,
+    stall: float = STALL,
+    devices: bool = False,
 ) -> Result:
+    """`drain`; with `devices`, the `devices` workload: each pod p-i uses a claim p-i of its own, made before it."""
     scheduler = SCHEDULERS[kind]
     namespace = new_namespace(plane, label)
+    if devices:
+        plane.api.create_many(
+            device_claims.CLAIMS, (device_claims.claim(f"p-{i}", namespace) for i in range(pods)), workers=16
+        )
+
+    def made(i: int) -> dict[str, Any]:
+        if devices:
+            return pod(f"p-{i}", namespace, scheduler.scheduler_name, "100m", "128Mi", claim=f"p-{i}")
+        return workload_pod(i, namespace, scheduler.scheduler_name, share)
+
     creating = time.perf_counter()
-    plane.api.create_many(
-        "/api/v1/namespaces/{ns}/pods",
-        (workload_pod(i, namespace, scheduler.scheduler_name, share) for i in range(pods)),
-    )
+    plane.api.create_many("/api/v1/namespaces/{ns}/pods", (made(i) for i in range(pods)))
     created = pods / (time.perf_counter() - creating)
     watch = PodWatch(plane.api, namespace, list_version(plane.api, namespace), start_pods=True)
     meanwhile = Meanwhile(plane)
@@ -1060,14 +1192,18 @@ def drain(
     unbound = "" if done else unbound_note(plane.api, watch, namespace, pods)
     cpu, hwm = run.stop()
     watch.stop()
+    failure = allocation_check(plane.api, namespace, watch, [f"p-{i}" for i in range(pods)]) if devices else ""
     cleanup(plane, namespace)
+    if devices:
+        cleanup_claims(plane.api, namespace)
     seconds = end - run.started
     writes = watch.bound + watch.status_writes
     counts = timeline(watch)
+    failed = f"FAILED: {failure}" if failure else ""
     first = min((s.bound_at for s in watch.pods.values() if s.bound_at is not None), default=None)
     began = "" if first is None else f"first bind {first - run.started:.1f} s after start"
     return Result.throughput(
-        "drain",
+        "devices" if devices else "drain",
         run.name,
         nodes,
         pods,
@@ -1075,13 +1211,14 @@ def drain(
         done,
         cpu,
         hwm,
+        failure=failure,
         created_per_second=created,
         writes_per_second=writes / seconds,
         others_cpu_seconds=others,
         served=served,
         first_bind_seconds=None if first is None else first - run.started,
         timeline=counts,
-        note="; ".join(part for part in (window, passed, began, timeline_note(counts), checked, unbound) if part),
+        note="; ".join(filter(None, (window, passed, began, timeline_note(counts), checked, unbound, failed))),
     )
 
 
@@ -1397,6 +1534,33 @@ def fill_nodes(api: Api, namespace: str, nodes: int) -> None:
     )
 
 
+def fill_devices(api: Api, namespace: str, nodes: int, per_node: int) -> None:
+    """Every device of every node held (`devices-preempt`): pod fill-n-k, created bound to node-n in priority
+    class fill-(n % CLASSES), uses claim fill-n-k, which the bench allocates node-n's gpu-k and reserves for it,
+    as a scheduler would have written it."""
+    names = [(n, k, f"fill-{n}-{k}") for n in range(nodes) for k in range(per_node)]
+    api.create_many(device_claims.CLAIMS, (device_claims.claim(name, namespace) for _, _, name in names), workers=16)
+
+    def one(n: int, k: int, name: str) -> None:
+        made = pod(
+            name,
+            namespace,
+            KUBE_SCHEDULER,
+            "100m",
+            "128Mi",
+            node_name=f"node-{n}",
+            priority_class_name=f"fill-{n % CLASSES}",
+            claim=name,
+        )
+        uid = api.request("POST", f"/api/v1/namespaces/{namespace}/pods", made)["metadata"]["uid"]
+        status = device_claims.allocated(f"node-{n}", f"gpu-{k}", name, uid)
+        api.request("PATCH", f"{device_claims.CLAIMS.format(ns=namespace)}/{name}/status", status, MERGE_PATCH)
+
+    with ThreadPoolExecutor(16) as pool:
+        for future in [pool.submit(one, *named) for named in names]:
+            future.result()
+
+
 def phalanx_gang(
     api: Api, namespace: str, name: str, min_count: int, priority_class: str, priority: int, rack: bool = False
 ) -> None:
@@ -1420,12 +1584,21 @@ def phalanx_gang(
     )
 
 
-def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float) -> Result:
+def preempt(
+    plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, timeout: float, devices: int = 0
+) -> Result:
+    """`preempt`; with `devices` (per node), `devices-preempt`: the nodes full of one-device pods (`fill_devices`),
+    each member of 100m with one claim of its own for a device, named after it; the bench also plays the
+    resourceclaim controller (`release_claims`: a victim's claim is deallocated once the victim is gone)."""
     scheduler = SCHEDULERS[kind]
     api = plane.api
     namespace = new_namespace(plane, label)
-    fill_nodes(api, namespace, nodes)
-    watch = PodWatch(api, namespace, list_version(api, namespace))
+    if devices:
+        fill_devices(api, namespace, nodes, devices)
+    else:
+        fill_nodes(api, namespace, nodes)
+    released = functools.partial(release_claims, api, namespace) if devices else None
+    watch = PodWatch(api, namespace, list_version(api, namespace), on_gone=released)
     run = scheduler(plane, label)
     probe(plane, namespace, run, watch)
     members = [f"gang-{m}" for m in range(gang)]
@@ -1449,6 +1622,9 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         )
         extra = {"schedulingGroup": {"podGroupName": "gang"}}
         labels = {}
+    if devices:
+        api.create_many(device_claims.CLAIMS, (device_claims.claim(m, namespace) for m in members))
+    run.measuring()
     cpu_before = run.cpu()
     api.create_many(
         "/api/v1/namespaces/{ns}/pods",
@@ -1457,11 +1633,12 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
                 m,
                 namespace,
                 scheduler.scheduler_name,
-                "16",
-                "1Gi",
+                "100m" if devices else "16",
+                "128Mi" if devices else "1Gi",
                 priority_class_name="gang-high",
                 labels=labels,
                 extra_spec=extra,
+                claim=m if devices else None,
             )
             for m in members
         ),
@@ -1494,9 +1671,11 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
                 int(s.node.removeprefix("node-")) // plane.rack for m in members if (s := watch.pods.get(m)) and s.node
             }
             spans += f"members in rack(s) {sorted(racks)}; "
+        taken = [name for name, s in watch.pods.items() if name.startswith("fill-") and s.marked_at]
     watch.stop()
+    failure = allocation_check(api, namespace, watch, members, freed_devices(taken)) if devices else ""
     result = Result(
-        "preempt",
+        "devices-preempt" if devices else "preempt",
         run.name,
         0,
         nodes,
@@ -1506,13 +1685,22 @@ def preempt(plane: ControlPlane, kind: str, label: str, nodes: int, gang: int, t
         cpu_seconds=cpu,
         hwm_mib=hwm,
         victims=dict(sorted(victims.items())),
+        failure=failure,
         note=spans
         + f"last member created at {last_created_wall:.3f}"
-        + ("" if bound else f"; not all bound after {timeout:.0f} s"),
+        + ("" if bound else f"; not all bound after {timeout:.0f} s")
+        + (f"; FAILED: {failure}" if failure else ""),
     )
     print(f"  measured, cleaning up: {asdict(result)}", flush=True)  # 100,000 pods take minutes to delete
     cleanup(plane, namespace)
+    if devices:
+        cleanup_claims(api, namespace)
     return result
+
+
+def freed_devices(victims: list[str]) -> set[device_claims.Device]:
+    """`devices-preempt`: the devices the victims held (fill-n-k held node-n's gpu-k)."""
+    return {(f"node-{n}", f"gpu-{k}") for name in victims for _, n, k in [name.split("-")]}
 
 
 def preempt_gangs(plane: ControlPlane, label: str, nodes: int, gang: int, gangs: int, timeout: float) -> Result:
@@ -1740,7 +1928,7 @@ def report(results: list[Result]) -> None:
             line += f" median {fmt(r.seconds, 2)} s of {each}; CPU of the last run {fmt(r.cpu_seconds, 2)} s"
         elif r.workload == "failover":
             line += f" leader CPU {fmt(r.cpu_seconds)} s"
-        elif r.workload.startswith("preempt"):
+        elif "preempt" in r.workload:
             line += (
                 f" decision {fmt(r.decision_seconds, 3)} s, all bound {fmt(r.bound_seconds, 3)} s, victims {r.victims}"
             )
@@ -1755,7 +1943,7 @@ def report(results: list[Result]) -> None:
         print(line)
     print("\n== medians (ratios: to kube-scheduler)")
     names = [n for n in ("kube-scheduler", "phalanx-before", "phalanx") if any(r.scheduler == n for r in results)]
-    for workload in ("drain", "stream", "backlog"):
+    for workload in ("drain", "stream", "backlog", "devices"):
         runs = {name: by(workload, name) for name in names}
         if not any(runs.values()):
             continue
@@ -1763,6 +1951,7 @@ def report(results: list[Result]) -> None:
         title = f"{workload} {n.nodes:,} nodes / {n.pods:,} pods" + (
             f", {n.constrained:.0%} constrained" if n.constrained else ""
         )
+        title += f", {n.devices_per_node} devices a node, one a pod" if n.devices_per_node else ""
         print(f"| {title} | pods/s | CPU ms/pod | peak RSS MiB | pods/s ratio | CPU ratio | RSS ratio |")
         kube_runs = runs.get("kube-scheduler", [])
         kube = median([r.pods_per_second for r in kube_runs])
@@ -1785,20 +1974,25 @@ def report(results: list[Result]) -> None:
                 rate, writes = median([r.pods_per_second for r in rs]), median([r.writes_per_second for r in rs])
                 row = f"{fmt(rate)} | {ratio(rate, ceiling)} | {fmt(writes, 0)} | {ratio(writes, ceiling)}"
                 print(f"| {name} | {row} |")
-    for nodes in sorted({r.nodes for r in results if r.workload == "preempt"}):
-        gang = next(r.pods for r in results if r.workload == "preempt" and r.nodes == nodes)
-        print(f"| preempt {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
+    for workload, nodes in sorted({(r.workload, r.nodes) for r in results if r.workload.endswith("preempt")}):
+        gang = next(r.pods for r in results if r.workload == workload and r.nodes == nodes)
+        print(f"| {workload} {nodes:,} nodes, gang {gang} | decision s | all bound s | victims | peak RSS MiB |")
         for name in names:
-            preempts = by("preempt", name, nodes)
+            preempts = by(workload, name, nodes)
             if not preempts:
-                quoted = PUBLISHED_KUBE_DECISION.get(nodes, "not run")
-                print(f"| {name} | {quoted} (published, not run) | - | - | - |")
+                quoted = PUBLISHED_KUBE_DECISION.get(nodes) if workload == "preempt" else None
+                print(f"| {name} | {quoted + ' (published, ' if quoted else '('}not run) | - | - | - |")
                 continue
             print(
                 f"| {name} | {fmt(median([r.decision_seconds for r in preempts]), 3)} | "
                 f"{fmt(median([r.bound_seconds for r in preempts]), 3)} | {preempts[0].victims} | "
                 f"{fmt(median([r.hwm_mib for r in preempts]), 0)} |"
             )
+    failed = [r for r in results if r.failure]
+    if failed:
+        print("\n== FAILED checks")
+        for r in failed:
+            print(f"{r.workload} {r.scheduler} round {r.round}: {r.failure}")
 
 
 # ------------------------------------------------------------------------------------------------------ main
@@ -1837,7 +2031,7 @@ def main() -> int:
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--keep", action="store_true", help="keep the control plane's folder (logs) after the run")
     parser.add_argument(
-        "--py-spy", type=Path, help="sample Phalanx's drain, stream and backlog runs (their measured phase) with py-spy"
+        "--py-spy", type=Path, help="sample Phalanx's runs (drain, stream, backlog, devices, preempt) with py-spy"
     )
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
@@ -1856,6 +2050,15 @@ def main() -> int:
         help="`preempt`: racks of N consecutive nodes; Phalanx's gang must stay in one (kube-scheduler is not run)",
     )
     parser.add_argument("--stall", type=float, default=STALL, help="seconds without a Binding before a run gives up")
+    parser.add_argument(
+        "--devices-per-node", type=int, default=8, help="`devices`, `devices-preempt`: devices in each node's slice"
+    )
+    parser.add_argument(
+        "--devices-preemption",
+        type=scales,
+        default="1000:64",
+        help="`devices-preempt`: NODES:GANG scales (kube-scheduler at those of --kube-preemption)",
+    )
     args = parser.parse_args()
     if args.racks and (set(args.schedulers.split(",")) != {"P"} or args.kube_preemption):
         parser.error(
@@ -1864,6 +2067,11 @@ def main() -> int:
         )
     if not 0.0 <= args.constrained <= 1.0:
         parser.error("--constrained is a share between 0 and 1")
+    if "devices" in args.workloads.split(",") and args.pods > args.nodes * args.devices_per_node:
+        parser.error(
+            f"devices: {args.pods:,} one-device pods do not fit {args.nodes:,} nodes of {args.devices_per_node} "
+            "devices: every claim is to be allocated"
+        )
     if not (KUBE / "up.sh").exists():
         print(f"real control plane not found at {KUBE}", file=sys.stderr)
         return 2
@@ -1931,6 +2139,27 @@ def main() -> int:
                     result = fn(plane, kind, label, args.nodes, args.pods, share=args.constrained, stall=args.stall)
                     result.constrained = args.constrained
                     record(result, r // len(kinds))
+        if "devices" in workloads:
+            plane.ensure_devices(args.nodes, args.devices_per_node)
+            for r, kind in enumerate(order(args.rounds, kinds)):
+                if kind in wanted:
+                    result = drain(
+                        plane, kind, f"devices-{kind.lower()}{r}", args.nodes, args.pods, stall=args.stall, devices=True
+                    )
+                    result.devices_per_node = args.devices_per_node
+                    record(result, r // len(kinds))
+        if "devices-preempt" in workloads:
+            for nodes, gang in args.devices_preemption:
+                plane.ensure_nodes(nodes)
+                plane.ensure_devices(nodes, args.devices_per_node)
+                for r, kind in enumerate(order(args.rounds, kinds)):
+                    if kind not in wanted or (kind == "K" and nodes not in kube_scales):
+                        continue
+                    timeout = args.kube_preemption_timeout if kind == "K" else 120.0
+                    label = f"devices-preempt-{nodes}-{kind.lower()}{r}"
+                    result = preempt(plane, kind, label, nodes, gang, timeout, devices=args.devices_per_node)
+                    result.devices_per_node = args.devices_per_node
+                    record(result, r // len(kinds))
     finally:
         for proc in RUNNING:
             if proc.poll() is None:
@@ -1941,7 +2170,7 @@ def main() -> int:
     report(results)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
-    return 0
+    return 1 if any(r.failure for r in results) else 0
 
 
 if __name__ == "__main__":
