@@ -120,8 +120,9 @@ class Search:
             if problem is not None:
                 self.errors.append(f"request {alternative.name}: {problem}")
             mask = found.copy()
-            for d in np.flatnonzero(mask).tolist():
-                if self.inventory.devices[d].taints and not usable(self.inventory.devices[d], alternative):
+            devices = self.inventory.devices
+            for d in self.inventory.tainted:
+                if mask[d] and not usable(devices[d], alternative):
                     mask[d] = False
             self._masks[alternative] = mask
         return mask

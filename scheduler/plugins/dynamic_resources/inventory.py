@@ -12,7 +12,7 @@ Reserve and Unreserve as the pass goes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import is_not
 
@@ -88,6 +88,8 @@ class Inventory:
     reach: dict[int, BoolArray] = field(default_factory=dict)
     """Per device usable from several nodes, the nodes that may use it."""
     index: dict[DeviceId, int] = field(default_factory=dict)
+    tainted: list[int] = field(default_factory=list)
+    """The devices with taints, in order: the only ones a request's tolerations may rule out."""
     incomplete: set[tuple[str, str]] = field(default_factory=set)
     contexts: dict[int, cel.Context] = field(default_factory=dict)
     matching: dict[tuple[str, ...], tuple[BoolArray, str | None]] = field(default_factory=dict)
@@ -129,10 +131,12 @@ def build_inventory(snapshot: Snapshot, slices: tuple[ResourceSlice, ...]) -> In
     current.sort(key=lambda s: (s.spec.driver, s.spec.pool.name, s.metadata.name))
     inventory = Inventory(slices, snapshot.nodes.nodes)
     counts: dict[tuple[str, str], int] = {}
+    declared: dict[tuple[str, str], int] = {}
     for s in current:
         pool = (s.spec.driver, s.spec.pool.name)
         counts[pool] = counts.get(pool, 0) + 1
-    inventory.incomplete = {pool for pool, n in counts.items() if n < max(1, _slice_count(current, pool))}
+        declared[pool] = max(declared.get(pool, 1), s.spec.pool.resource_slice_count)
+    inventory.incomplete = {pool for pool, n in counts.items() if n < declared[pool]}
     rows: list[int] = []
     index = snapshot.nodes.index
     for s in current:
@@ -167,16 +171,14 @@ def build_inventory(snapshot: Snapshot, slices: tuple[ResourceSlice, ...]) -> In
                 inventory.reach[d] = reach
             else:
                 continue
+            if device.taints:
+                inventory.tainted.append(d)
             inventory.ids.append(ident)
             inventory.devices.append(device)
             inventory.slice_of.append(s)
             inventory.index[ident] = d
     inventory.rows = np.array(rows, dtype=np.int64)
     return inventory
-
-
-def _slice_count(slices: Sequence[ResourceSlice], pool: tuple[str, str]) -> int:
-    return max(s.spec.pool.resource_slice_count for s in slices if (s.spec.driver, s.spec.pool.name) == pool)
 
 
 def inventory_of(snapshot: Snapshot) -> Inventory:

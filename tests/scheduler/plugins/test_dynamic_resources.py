@@ -24,13 +24,19 @@ def model_is(model: str) -> dict[str, Any]:
     return {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "{model}"'}}
 
 
-def devices(node: str, *models: str, numa: tuple[int, ...] = ()) -> ResourceSlice:
-    """A slice of `node`'s devices gpu-0.., one per model, on NUMA node `numa[i]` (0 when not given)."""
-    listed = [
+def devices(
+    node: str, *models: str, numa: tuple[int, ...] = (), tainted: tuple[int, ...] = (), slices: int = 1
+) -> ResourceSlice:
+    """A slice of `node`'s devices gpu-0.., one per model, on NUMA node `numa[i]` (0 when not given), those of
+    `tainted` with a NoSchedule taint, in a pool that declares `slices` slices."""
+    listed: list[dict[str, Any]] = [
         {"name": f"gpu-{i}", "attributes": {"model": {"string": m}, "numa": {"int": numa[i] if numa else 0}}}
         for i, m in enumerate(models)
     ]
-    spec = {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+    for i in tainted:
+        listed[i]["taints"] = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]
+    pool = {"name": node, "generation": 1, "resourceSliceCount": slices}
+    spec = {"driver": DRIVER, "nodeName": node, "pool": pool}
     return ResourceSlice.model_validate({"metadata": {"name": f"{node}-gpus"}, "spec": {**spec, "devices": listed}})
 
 
@@ -96,6 +102,20 @@ def run_with(*objects: Any) -> Outcome:
             [("all", "n1", "gpu-0"), ("all", "n1", "gpu-1")],
             "",
             id="allocationMode All takes every matching device of the node",
+        ),
+        pytest.param(
+            [devices("n1", "l4", "l4", slices=2), devices("n2", "l4"), claim("c", request("all", 0, mode="All"))],
+            "n2",
+            [("all", "n2", "gpu-0")],
+            "",
+            id="allocationMode All skips a pool whose slices are not all published",
+        ),
+        pytest.param(
+            [devices("n1", "h100", "h100", tainted=(0, 1)), devices("n2", "h100"), claim("c", request("gpu", 1))],
+            "n2",
+            [("gpu", "n2", "gpu-0")],
+            "",
+            id="a device tainted NoSchedule is not allocated to a request that does not tolerate it",
         ),
         pytest.param(
             [
