@@ -71,8 +71,43 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain.add_argument(
         "--explain-burst", type=int, default=5, metavar="N", help="explanations in a burst above the rate (default 5)"
     )
+    explain.add_argument(
+        "--explain-cpu-share",
+        type=_cpu_share,
+        default=0.05,
+        metavar="SHARE",
+        help="share of one core explanations may take on average, in (0, 1] (default %(default)s)",
+    )
+    explain.add_argument(
+        "--explain-cpu-burst",
+        type=_cpu_burst,
+        default=1.0,
+        metavar="SECONDS",
+        help="CPU seconds explanations may owe before the next waits, > 0 (default %(default)s)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(func=run)
+
+
+def _cpu_share(text: str) -> float:
+    """A type for argparse, which puts the flag's name in front of a refusal."""
+    try:
+        share = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < share <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: a share of one core, in (0, 1]")
+    return share
+
+
+def _cpu_burst(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text}: CPU seconds, > 0")
+    return seconds
 
 
 def _fail(message: str) -> int:
@@ -165,7 +200,13 @@ def serve_explanations(args: argparse.Namespace, process: SchedulerProcess) -> E
         Path(args.tls_private_key_file),
         api_client(args.kubeconfig, "scheduler"),
         answers,
-        Limiter(args.explain_concurrency, args.explain_qps, args.explain_burst),
+        Limiter(
+            args.explain_concurrency,
+            args.explain_qps,
+            args.explain_burst,
+            cpu_share=args.explain_cpu_share,
+            cpu_burst=args.explain_cpu_burst,
+        ),
         lambda: all(i.synced.is_set() for i in cluster.informers),
         process.metrics,
     )

@@ -7,11 +7,14 @@ is called: `GET /apis/explain.phalanx.dev/v1alpha1`, which every authenticated u
 false`), and the plugin computes the answer itself (`live.py`), saying so. 503: it is registered but no scheduler
 answers, which is an error: an answer computed elsewhere would not be the scheduler's.
 
-A 429 (too many explanations at once) is retried after the Retry-After the scheduler gave, a few times.
+A 429 (too many explanations at once, or the last ones took the CPU the scheduler allows them) is retried after the
+Retry-After the scheduler gave, up to `WAIT_SECONDS` each time and a few times, saying so on stderr when the wait is
+long enough to notice: during a large backlog one answer can hold the next back for tens of seconds.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 import urllib.parse
 from typing import Any
@@ -28,6 +31,8 @@ PREFIX = f"/apis/{GROUP}/{VERSION}"
 RESOURCES = {"pod": "pods", "podgroup": "podgroups"}
 ATTEMPTS = 4
 """Tries of a request the scheduler refuses with 429 before its refusal is the answer."""
+WAIT_SECONDS = 30.0
+"""The longest wait for one Retry-After; a longer one is cut to it."""
 NOT_INSTALLED = (
     f"Warning: the scheduler's explain API ({GROUP}) is not installed on this cluster: computing the answer here, from "
     "a LIST of every pod, with the scheduler configuration of --scheduler-config or --config"
@@ -82,7 +87,11 @@ def _get(connection: Connection, path: str) -> Any:
     for _ in range(ATTEMPTS - 1):
         if answer.status != 429:
             break
-        time.sleep(_retry_after(_status(answer.data)))
+        body = _status(answer.data)
+        wait = _retry_after(body)
+        if wait >= 2.0:
+            print(f"Waiting {wait:.0f}s: {(body or {}).get('message', 'the scheduler is busy')}", file=sys.stderr)
+        time.sleep(wait)
         answer = connection.request(path)
     if 200 <= answer.status < 300:
         return answer.body()
@@ -102,4 +111,4 @@ def _status(data: bytes) -> dict[str, Any] | None:
 
 def _retry_after(body: Any) -> float:
     seconds = ((body or {}).get("details") or {}).get("retryAfterSeconds") if isinstance(body, dict) else None
-    return min(5.0, float(seconds)) if isinstance(seconds, int | float) and seconds > 0 else 1.0
+    return min(WAIT_SECONDS, float(seconds)) if isinstance(seconds, int | float) and seconds > 0 else 1.0

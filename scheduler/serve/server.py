@@ -11,7 +11,8 @@ request, in order:
 4. Authorization: a SubjectAccessReview of the user for the path's RBAC attributes (`kube.access_review`);
    refused is 403 Forbidden, in kube-apiserver's words.
 5. The limits (`limits.py`): over them, 429 with Retry-After.
-6. The answer (`answers.py`), encoded with orjson; logged once with its phases and the CPU it took.
+6. The answer (`answers.py`), encoded with orjson; the CPU it took (its thread's) is owed to the limits, and
+   logged once with its phases.
 
 Answers before the caches are synced are 503. The server runs in daemon threads (one per connection, kept alive
 as kube-apiserver keeps its connections), beside the scheduling loop.
@@ -206,9 +207,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             answers = self.server.answers
             answer = answers.explanation(asked) if isinstance(asked, Explain) else answers.pending(asked)
-        finally:
-            self.server.limiter.release()
-        self._answer(asked, answer, user.name, started, cpu)
+            encoding = time.perf_counter()
+            data = orjson.dumps(answer.body)
+            encoded = time.perf_counter()
+        finally:  # before the answer is written, so the client's next request finds its slot free
+            self.server.limiter.release(time.thread_time() - cpu)
+        self._answer(asked, answer, data, encoded - encoding, user.name, started, cpu)
 
     def _refused(self, user: User, asked: Explain | Pending) -> tuple[int, dict[str, Any], dict[str, str]] | None:
         """Why the request is not answered (code, Status, headers), or None: it may be, and it holds a slot of the
@@ -227,10 +231,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.synced():
             body = status(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
             return 503, body, {"Retry-After": "1"}
-        wait = self.server.limiter.acquire()
-        if wait is not None:
-            message = "too many explanations at once: the scheduler computes them beside scheduling; try again later"
-            body = status(429, "TooManyRequests", message, {"retryAfterSeconds": wait})
+        refused = self.server.limiter.acquire()
+        if refused is not None:
+            wait = refused.retry_after
+            body = status(429, "TooManyRequests", refused.message, {"retryAfterSeconds": wait})
             return 429, body, {"Retry-After": str(wait)}
         return None
 
@@ -243,10 +247,16 @@ class _Handler(BaseHTTPRequestHandler):
         if seconds is not None:
             metrics.explain_duration.labels(resource).observe(seconds)
 
-    def _answer(self, asked: Explain | Pending, answer: Answer, user: str, started: float, cpu: float) -> None:
-        encoding = time.perf_counter()
-        data = orjson.dumps(answer.body)
-        encoded = time.perf_counter()
+    def _answer(
+        self,
+        asked: Explain | Pending,
+        answer: Answer,
+        data: bytes,
+        encode: float,
+        user: str,
+        started: float,
+        cpu: float,
+    ) -> None:
         self._write(answer.code, data, {})
         seconds = time.perf_counter() - started
         self._count(asked, answer.code, seconds)
@@ -261,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
             seconds=round(seconds, 4),
             read=round(answer.phases.get("read", 0.0), 4),
             compute=round(answer.phases.get("compute", 0.0), 4),
-            encode=round(encoded - encoding, 4),
+            encode=round(encode, 4),
             cpu=round(time.thread_time() - cpu, 4),
             bytes=len(data),
             warm=answer.warm,

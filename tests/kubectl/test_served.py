@@ -10,6 +10,7 @@ kube-apiserver in front of the real scheduler is `tests/e2e/test_explain_api.py`
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,11 +144,28 @@ def test_what_the_api_refuses_is_one_kubectl_line(
     assert (code, out, err) == (1, "", want_err)
 
 
+@pytest.mark.parametrize(
+    ("message", "retry_after", "want_err"),
+    [
+        ("too many explanations at once", 1, ""),
+        (
+            "explanations are held back: the last ones took the scheduler's CPU",
+            2,
+            "Waiting 2s: explanations are held back: the last ones took the scheduler's CPU\n",
+        ),
+    ],
+    ids=["a short wait, silent", "a wait long enough to notice, said"],
+)
 def test_too_many_at_once_is_tried_again_after_retry_after(
-    cluster: ApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: ApiServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    message: str,
+    retry_after: int,
+    want_err: str,
 ) -> None:
     served = explain_api_of(cluster)
-    refused = [status(429, "TooManyRequests", "too many explanations at once", {"retryAfterSeconds": 1})]
+    refused = [status(429, "TooManyRequests", message, {"retryAfterSeconds": retry_after})]
 
     def handle(path: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if path != API and refused:
@@ -155,8 +173,10 @@ def test_too_many_at_once_is_tried_again_after_retry_after(
         return served(path, query)
 
     cluster.aggregated[API] = handle
+    started = time.monotonic()
     code, _, err = run(capsys, cluster, tmp_path, "explain", "pod", "solo", "-n", "ml")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, want_err)
+    assert time.monotonic() - started >= retry_after, "waited as long as the scheduler said"
     assert len([r for r in cluster.requests if r.path.endswith("/pods/solo/explanation")]) == 2
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,8 +22,9 @@ import urllib3
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.namespace import Namespace
 from scheduler.framework.cluster import ClusterObjects
-from scheduler.serve.answers import Answers, Replica, Seen
+from scheduler.serve.answers import Answer, Answers, Replica, Seen
 from scheduler.serve.limits import Limiter
+from scheduler.serve.routes import Pending
 from tests.apiserver.server import ApiServer
 from tests.builders import make_node, make_pod, make_podgroup, make_priority_class
 from tests.serve.pki import PROXY, authority, front_proxy_config_map, serving
@@ -222,6 +224,86 @@ def test_over_the_rate_a_request_gets_429_with_retry_after(apiserver: ApiServer,
         second = served.get(f"{PREFIX}/namespaces/ml/pendingwork")
     assert first[0] == 200 and first[1]["servedBy"]["leader"] is False
     assert (second[0], second[1]["reason"], second[2]["Retry-After"]) == (429, "TooManyRequests", "10")
+
+
+class Costly(Answers):
+    """`status` answers that each take `cpu` seconds of their thread's CPU first, as a dry run over a backlog does."""
+
+    def __init__(self, cpu: float) -> None:
+        objects = cluster()
+        super().__init__(
+            lambda: Seen(objects, "1"), SchedulerConfiguration(), lambda: Replica("r", False), now=lambda: NOW
+        )
+        self.cpu = cpu
+        self.computed = 0
+
+    def pending(self, asked: Pending) -> Answer:
+        self.computed += 1
+        until = time.thread_time() + self.cpu
+        while time.thread_time() < until:
+            pass
+        return super().pending(asked)
+
+
+class Clock:
+    """The limiter's clock, moved by the test: what is owed is paid back only as it advances."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextmanager
+def cpu_limited(
+    apiserver: ApiServer, tmp_path: Path, cpu: float, share: float, burst: float, clock: Clock
+) -> Iterator[tuple[Served, Costly]]:
+    """`Costly(cpu)` answers served with no bound but the CPU (`share`, `burst`) on `clock`."""
+    apiserver.allow("alice", "list", GROUP, "pendingwork", "ml")
+    answers = Costly(cpu)
+    limiter = Limiter(1, rate=1000, burst=1000, cpu_share=share, cpu_burst=burst, clock=clock)
+    with served_answers(apiserver, tmp_path, answers, limiter) as served:
+        yield served, answers
+
+
+PENDING = f"{PREFIX}/namespaces/ml/pendingwork"
+
+
+def test_an_answer_that_took_more_cpu_than_the_burst_holds_the_next_back(apiserver: ApiServer, tmp_path: Path) -> None:
+    """0.325 s of CPU owed, 0.1 s allowed, paid back at 0.1 s a second: 2.25 s (plus the request's own CPU, a few
+    milliseconds) until it is paid down, so Retry-After 3; the refused request computes nothing."""
+    with cpu_limited(apiserver, tmp_path, cpu=0.325, share=0.1, burst=0.1, clock=Clock()) as (served, answers):
+        first = served.get(PENDING)
+        second = served.get(PENDING)
+    assert first[0] == 200
+    code, body, headers = second
+    assert (code, body["reason"], headers["Retry-After"], body["details"]["retryAfterSeconds"]) == (
+        429,
+        "TooManyRequests",
+        "3",
+        3,
+    )
+    assert "the last ones took the scheduler's CPU" in body["message"]
+    assert answers.computed == 1
+
+
+def test_once_the_cpu_owed_is_paid_back_a_request_is_answered_again(apiserver: ApiServer, tmp_path: Path) -> None:
+    clock = Clock()
+    with cpu_limited(apiserver, tmp_path, cpu=0.325, share=0.1, burst=0.1, clock=clock) as (served, answers):
+        assert served.get(PENDING)[0] == 200
+        clock.now += 2  # 0.2 s of the 0.225 s over the burst paid
+        early = served.get(PENDING)
+        clock.now += 1
+        paid = served.get(PENDING)
+    assert (early[0], early[2]["Retry-After"]) == (429, "1")
+    assert paid[0] == 200 and answers.computed == 2
+
+
+def test_an_answer_under_the_cpu_burst_does_not_hold_the_next_back(apiserver: ApiServer, tmp_path: Path) -> None:
+    with cpu_limited(apiserver, tmp_path, cpu=0.1, share=0.05, burst=0.5, clock=Clock()) as (served, answers):
+        codes = [served.get(PENDING)[0] for _ in range(3)]
+    assert codes == [200, 200, 200] and answers.computed == 3
 
 
 def test_the_serving_certificate_is_read_again_when_its_files_change(served: Served, tmp_path: Path) -> None:
