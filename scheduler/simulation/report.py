@@ -1,9 +1,10 @@
 """Simulation reports: the JSON other tools rely on and a text report for people.
 
 The JSON keys `bindings`, `preemptions`, `pending` and `nodes` keep the shape issue 2 fixed; `decisions`
-(issue 13) carries each preemption Decision as data. The text report leads with one summary per
-decision and groups everything else, so a what-if on a whole-cluster dump fits a screen; `-v` lists
-every victim, pod and node.
+(issue 13) carries each preemption Decision as data. A binding of a pod whose claims hold devices adds `devices`
+(issue 39); the others keep their shape, so a reader of a cluster without DRA sees no change. The text report
+leads with one summary per decision and groups everything else, so a what-if on a whole-cluster dump fits a
+screen; `-v` lists every victim, pod and node.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from scheduler.api.meta import rfc3339
 from scheduler.api.quantity import format_units
 from scheduler.framework.cluster import object_key
 from scheduler.framework.runner import DEFAULT_SCHEDULER
+from scheduler.framework.snapshot import Snapshot
 from scheduler.framework.snapshot_builder import build_snapshot
+from scheduler.plugins.dynamic_resources.plugin import pod_claims
 from scheduler.preemption.decision import Decision, Outcome
 from scheduler.simulation.driver import Simulation
 
@@ -35,7 +38,14 @@ def build_report(run: Simulation) -> dict[str, Any]:
     cluster = run.cluster
     config = run.scheduler.config
     objects = cluster.objects()
-    bindings = [{"pod": b.pod, "node": b.node, "time": rfc3339(b.time)} for b in cluster.bindings]
+    snapshot = build_snapshot(objects, cluster.now(), config)
+    bindings: list[dict[str, Any]] = []
+    for b in cluster.bindings:
+        binding: dict[str, Any] = {"pod": b.pod, "node": b.node, "time": rfc3339(b.time)}
+        held = devices_of(b.pod, snapshot)
+        if held:
+            binding["devices"] = held
+        bindings.append(binding)
     preemptions = [
         {
             "victim": p.victim,
@@ -64,7 +74,6 @@ def build_report(run: Simulation) -> dict[str, Any]:
         else:
             reason, message = "Pending", "not tried before the simulation ended (see --until)"
         pending.append({"pod": key, "reason": reason, "message": message})
-    snapshot = build_snapshot(objects, cluster.now(), config)
     nodes: dict[str, Any] = {}
     table = snapshot.nodes
     for row, name in enumerate(table.names):
@@ -85,6 +94,25 @@ def build_report(run: Simulation) -> dict[str, Any]:
         "nodes": nodes,
         "decisions": explained,
     }
+
+
+def devices_of(pod: str, snapshot: Snapshot) -> list[dict[str, str]]:
+    """The devices the claims of `pod` hold at the end of the run, claim by claim in `spec.resourceClaims` order.
+    The claims are found as DynamicResources found them (`pod_claims`), so a claim made from a template and a
+    PodGroup's shared claim are the ones the scheduler allocated. A pod gone by the end (preempted) names none:
+    its claims were given back."""
+    info = snapshot.pods.get(pod)
+    if info is None or not info.pod.spec.resource_claims:
+        return []
+    used = pod_claims(info, snapshot)
+    if isinstance(used, str):
+        return []
+    return [
+        {"claim": u.claim.key, "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+        for u in used
+        if u.claim.status.allocation is not None
+        for r in u.claim.status.allocation.devices.results
+    ]
 
 
 def decisions(run: Simulation, pending: list[dict[str, str]]) -> list[tuple[datetime, Decision]]:
@@ -185,21 +213,40 @@ def render_text(
     console.print(_usage(report, limit, verbose))
 
 
+def _devices(binding: dict[str, Any]) -> list[str]:
+    """The binding's devices as `pool/device`, the form `kubectl phalanx explain` lists a claim's devices in."""
+    return [f"{d['pool']}/{d['device']}" for d in binding.get("devices", ())]
+
+
+def _named(binding: dict[str, Any]) -> str:
+    """The pod, with its first devices when it has some, for the grouped rows that name a few pods."""
+    held = _devices(binding)
+    return f"{binding['pod']} ({_examples(held)})" if held else binding["pod"]
+
+
 def _bindings(report: dict[str, Any], limit: int, verbose: bool) -> Table:
-    """One row per pod with `verbose`, else one per moment of the virtual clock."""
+    """One row per pod with `verbose`, else one per moment of the virtual clock. Devices show only when a pod
+    has some: a run without DRA keeps its narrow table."""
     table = Table(title="Bindings")
     if verbose:
+        with_devices = any("devices" in b for b in report["bindings"])
         for column in ("pod", "node", "time"):
             table.add_column(column)
-        return _capped(table, [[b["pod"], b["node"], b["time"]] for b in report["bindings"]], limit)
-    by_time: dict[str, list[dict[str, str]]] = {}
+        if with_devices:
+            table.add_column("devices", overflow="fold")
+        rows = [
+            [b["pod"], b["node"], b["time"], *([", ".join(_devices(b))] if with_devices else [])]
+            for b in report["bindings"]
+        ]
+        return _capped(table, rows, limit)
+    by_time: dict[str, list[dict[str, Any]]] = {}
     for binding in report["bindings"]:
         by_time.setdefault(binding["time"], []).append(binding)
     for column in ("time", "pods", "nodes"):
         table.add_column(column, no_wrap=True)
     table.add_column("pods bound", overflow="fold")
     rows = [
-        [when, str(len(bound)), str(len({b["node"] for b in bound})), _examples([b["pod"] for b in bound])]
+        [when, str(len(bound)), str(len({b["node"] for b in bound})), _examples([_named(b) for b in bound])]
         for when, bound in by_time.items()
     ]
     return _capped(table, rows, limit)
