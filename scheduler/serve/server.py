@@ -8,9 +8,11 @@ request, in order:
    asking for a client certificate that the front proxy's CA verifies.
 2. Authentication: only the front proxy, naming a user in its headers; anything else is 401 Unauthorized.
 3. The path (`routes.py`): discovery answers at once; a path we do not serve is 404.
-4. Authorization: a SubjectAccessReview of the user for the path's RBAC attributes (`kube.access_review`);
+4. The limits (`limits.py`): over them, 429 with Retry-After. Before authorization, as kube-apiserver's API
+   Priority and Fairness comes before its authorizer: a refusal then costs no SubjectAccessReview, which is a
+   request to kube-apiserver, while explanations are held back.
+5. Authorization: a SubjectAccessReview of the user for the path's RBAC attributes (`kube.access_review`);
    refused is 403 Forbidden, in kube-apiserver's words.
-5. The limits (`limits.py`): over them, 429 with Retry-After.
 6. The answer (`answers.py`), encoded with orjson; the CPU it took (its thread's) is owed to the limits, and
    logged once with its phases.
 
@@ -34,7 +36,7 @@ import orjson
 import structlog
 from kubernetes import client
 
-from kube.access_review import AccessReviewer
+from kube.access_review import AccessReviewer, Attributes
 from kube.errors import ApiError
 from kube.front_proxy import FrontProxy, Trust, User
 from scheduler.metrics import SchedulerMetrics
@@ -217,7 +219,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _refused(self, user: User, asked: Explain | Pending) -> tuple[int, dict[str, Any], dict[str, str]] | None:
         """Why the request is not answered (code, Status, headers), or None: it may be, and it holds a slot of the
         limiter, which the caller releases."""
-        attributes = asked.attributes
+        if not self.server.synced():
+            body = status(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
+            return 503, body, {"Retry-After": "1"}
+        refused = self.server.limiter.acquire()
+        if refused is not None:
+            wait = refused.retry_after
+            body = status(429, "TooManyRequests", refused.message, {"retryAfterSeconds": wait})
+            return 429, body, {"Retry-After": str(wait)}
+        denied = self._denied(user, asked.attributes)
+        if denied is not None:
+            self.server.limiter.release(0.0)  # nothing computed: nothing owed
+        return denied
+
+    def _denied(self, user: User, attributes: Attributes) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+        """403 (or 500 when the authorizer could not be asked) unless the user may read what it asks."""
         try:
             verdict = self.server.reviewer.review(user, attributes)
         except ApiError as err:
@@ -228,14 +244,6 @@ class _Handler(BaseHTTPRequestHandler):
             message += f": {verdict.reason}" if verdict.reason else ""
             details = {"name": attributes.name, "group": attributes.group, "kind": attributes.resource}
             return 403, status(403, "Forbidden", message, details), {}
-        if not self.server.synced():
-            body = status(503, "ServiceUnavailable", "the scheduler's caches are not synced yet")
-            return 503, body, {"Retry-After": "1"}
-        refused = self.server.limiter.acquire()
-        if refused is not None:
-            wait = refused.retry_after
-            body = status(429, "TooManyRequests", refused.message, {"retryAfterSeconds": wait})
-            return 429, body, {"Retry-After": str(wait)}
         return None
 
     def _count(self, asked: Explain | Pending, code: int, seconds: float | None = None) -> None:

@@ -273,9 +273,10 @@ PENDING = f"{PREFIX}/namespaces/ml/pendingwork"
 def test_an_answer_that_took_more_cpu_than_the_burst_holds_the_next_back(apiserver: ApiServer, tmp_path: Path) -> None:
     """0.325 s of CPU owed, 0.1 s allowed, paid back at 0.1 s a second: 2.25 s (plus the request's own CPU, a few
     milliseconds) until it is paid down, so Retry-After 3; the refused request computes nothing."""
+    apiserver.allow("alice", "list", GROUP, "pendingwork", "other")
     with cpu_limited(apiserver, tmp_path, cpu=0.325, share=0.1, burst=0.1, clock=Clock()) as (served, answers):
         first = served.get(PENDING)
-        second = served.get(PENDING)
+        second = served.get(f"{PREFIX}/namespaces/other/pendingwork")  # one the reviewer has not seen
     assert first[0] == 200
     code, body, headers = second
     assert (code, body["reason"], headers["Retry-After"], body["details"]["retryAfterSeconds"]) == (
@@ -286,6 +287,8 @@ def test_an_answer_that_took_more_cpu_than_the_burst_holds_the_next_back(apiserv
     )
     assert "the last ones took the scheduler's CPU" in body["message"]
     assert answers.computed == 1
+    reviews = served.api.requests_matching("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    assert len(reviews) == 1, "refused before authorization, as API Priority and Fairness refuses: no review asked"
 
 
 def test_once_the_cpu_owed_is_paid_back_a_request_is_answered_again(apiserver: ApiServer, tmp_path: Path) -> None:
