@@ -546,11 +546,7 @@ def drains(args: argparse.Namespace) -> None:
                 flush=True,
             )
     finally:
-        for proc in bench.RUNNING:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        plane.stop()
+        bench.stop_all(plane)
     print(f"load after: {os.getloadavg()}")
     report(runs)
 

@@ -923,6 +923,17 @@ class PhalanxBeforeRun(PhalanxRun):
 RUNNING: list[subprocess.Popen[bytes]] = []
 """Every scheduler process started, so an interrupted bench leaves none behind."""
 
+
+def stop_all(plane: ControlPlane) -> None:
+    """Kill every scheduler the bench started that still runs, then the control plane: a run that failed midway
+    leaves nothing behind."""
+    for proc in RUNNING:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    plane.stop()
+
+
 SCHEDULERS: dict[str, type[SchedulerRun]] = {"K": KubeSchedulerRun, "P": PhalanxRun, "B": PhalanxBeforeRun}
 NAMES = {kind: run.name for kind, run in SCHEDULERS.items()}
 
@@ -2161,11 +2172,7 @@ def main() -> int:
                     result.devices_per_node = args.devices_per_node
                     record(result, r // len(kinds))
     finally:
-        for proc in RUNNING:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        plane.stop()
+        stop_all(plane)
     print(f"load after: {os.getloadavg()}")
     report(results)
     if args.json:

@@ -223,11 +223,7 @@ def main() -> int:
                 if run.trace:
                     print(run.trace, flush=True)
     finally:
-        for proc in bench.RUNNING:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        plane.stop()
+        bench.stop_all(plane)
     print(f"load after: {os.getloadavg()}")
     print("| run | checkout | pods/s | CPU ms/pod | peak RSS (VmHWM) | RSS at first bind | peak at | RSS at end |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
