@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.resource_claim import ResourceClaim
+from scheduler.cluster.memory.cluster import MemoryCluster
 from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.profile import Profile
 from scheduler.framework.reporter import Attempt, PassReport
@@ -120,6 +121,17 @@ class _Watch:
         self.claims = claims
         self.result = DryRun(now)
         self.first = True
+        self._seen = 0
+        self._bound: set[str] = set()
+
+    def bound_now(self, cluster: MemoryCluster) -> bool:
+        """Whether the unit has what it needs bound, in the pass under way: the units after it in the queue cannot
+        change what the explanation says of it, so that pass ends there (`MemoryCluster.pass_ends`) rather than
+        scheduling the rest of a backlog. Reads only the bindings made since it was last asked."""
+        made = cluster.bindings
+        self._bound.update(b.pod for b in made[self._seen :] if b.pod in self.members)
+        self._seen = len(made)
+        return len(self._bound) >= self.needed
 
     def on_pass(self, report: PassReport) -> None:
         result = self.result
@@ -219,6 +231,7 @@ def dry_run(
         profile=cache.profile if cache is not None else None,
         cache=cache.pods if cache is not None else None,
         terminating=terminating,
+        pass_ends=watch.bound_now,
     )
     watch.result.cut = run.cut and watch.result.bound_at is None
     watch.result.horizon = run.cluster.now()

@@ -52,12 +52,14 @@ def simulate(
     profile: Profile | None = None,
     cache: PodInfoCache | None = None,
     terminating: Iterable[str] | None = None,
+    pass_ends: Callable[[MemoryCluster], bool] | None = None,
 ) -> Simulation:
     """Run to quiescence (or `until`, or `done()` true after a pass, or `max_passes`); `actuator` builds the
     preemption actuator for the cluster. `profile` and `cache`, a scheduler's plugins and snapshot caches, may come
     warm from an earlier run (`scheduler/explain/dry_run.py`): they bring themselves up to the objects. `terminating`:
-    the bound pods being deleted, when the caller knows them (`MemoryCluster`)."""
-    cluster = MemoryCluster(scenario.objects, now, terminating)
+    the bound pods being deleted, when the caller knows them, and `pass_ends`, when a pass may end before its last
+    unit (`MemoryCluster`)."""
+    cluster = MemoryCluster(scenario.objects, now, terminating, pass_ends)
     scheduler = Scheduler(
         cluster,
         scenario.config,

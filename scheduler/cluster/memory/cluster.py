@@ -26,7 +26,7 @@ the claims made for it are deleted and its reservations removed (a claim reserve
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,9 +101,19 @@ class BindingRecord:
 
 
 class MemoryCluster:
-    def __init__(self, objects: ClusterObjects, now: datetime, terminating: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        objects: ClusterObjects,
+        now: datetime,
+        terminating: Iterable[str] | None = None,
+        pass_ends: Callable[[MemoryCluster], bool] | None = None,
+    ) -> None:
         """`terminating`: the keys of the bound pods being deleted, when the caller has them at hand (`explain`'s
-        index of a cluster's pods); else they are found among every pod, a walk that touches each of them."""
+        index of a cluster's pods); else they are found among every pod, a walk that touches each of them.
+        `pass_ends`: asked before each unit of a pass, as the Kubernetes back end asks whether its Bindings are backed
+        up; true ends the pass there, the units left staying queued in order (explain's dry run ends a pass once the
+        unit it follows is bound: the units after it cannot change that)."""
+        self._pass_ends = pass_ends
         self._objects = objects
         self._now = now
         self._version = 0
@@ -136,7 +146,8 @@ class MemoryCluster:
         return self._now
 
     def writes_backed_up(self) -> bool:
-        return False  # every write takes effect when made
+        """Every write takes effect when made, so only the caller's `pass_ends` ends a pass early."""
+        return self._pass_ends is not None and self._pass_ends(self)
 
     def next_termination(self) -> datetime | None:
         """When the next pod being deleted disappears (frees its node)."""
