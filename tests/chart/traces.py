@@ -292,7 +292,8 @@ def _scheduler(component: Component, server: ApiServer, workdir: Path) -> None:
 
 def _explain_api(args: argparse.Namespace, process: Any, server: ApiServer, workdir: Path) -> Any:
     """The explain API the chart's arguments ask for, served on loopback with certificates made here, and asked
-    for a namespace's pending work as kube-apiserver's front proxy would ask it (its trust read, a review made)."""
+    for a namespace's pending work as kube-apiserver's front proxy would ask it (its trust read, a review made),
+    again while the answer is 503 (the caches not synced yet: the limits and the review come after that check)."""
     from phalanx.commands.scheduler import serve_explanations
 
     proxy = authority("front-proxy-ca")
@@ -307,7 +308,13 @@ def _explain_api(args: argparse.Namespace, process: Any, server: ApiServer, work
         ca_certs=str(files.ca_file), cert_file=str(client.cert_file), key_file=str(client.key_file)
     )
     url = f"https://127.0.0.1:{explain_api.server_address[1]}/apis/explain.phalanx.dev/v1alpha1/namespaces/default"
-    pool.request("GET", f"{url}/pendingwork", headers={"X-Remote-User": "viewer"}, timeout=30, retries=False)
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:  # 503 until the caches are synced, and no review is asked before that
+        viewer = {"X-Remote-User": "viewer"}
+        answer = pool.request("GET", f"{url}/pendingwork", headers=viewer, timeout=30, retries=False)
+        if answer.status != 503:
+            break
+        time.sleep(0.1)
     return explain_api
 
 

@@ -58,6 +58,8 @@ class Events:
         try:
             call.send(self.sender)
         except BaseException as err:
+            if self.sender.stopping.is_set():
+                return  # cut off by stopping (the server gone with it, say): dropped as the unsent ones are, unlogged
             log.warning("event not recorded", regarding=call.body["regarding"].get("name"), error=type(err).__name__)
 
     def _dropped(self, call: EventCall) -> None:
