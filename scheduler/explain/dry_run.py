@@ -4,7 +4,9 @@ This is `phalanx simulate`'s engine started at the present, on the objects a clu
 nothing is admitted again): the real runner, plugins, victim search and actuator on the in-memory back end,
 so the prediction is the scheduler's by construction. The first pass is the one a fresh scheduler makes (a
 restarted one, or the live one after the cluster next changes): every pending unit is tried in the
-scheduler's order, so units before this one take their room first, as they would. The run then goes on
+scheduler's order, so units before this one take their room first, as they would; a pass ends once the unit is
+bound, since the units after it cannot change what is said of it (over a backlog they were most of an answer's
+cost). The run then goes on
 along the virtual clock until the unit is bound, nothing more can happen, `FORECAST` has passed or
 `FORECAST_PASSES` were made. It assumes what the simulator assumes: a victim is gone once its grace period
 is over, nothing else arrives, nothing is deleted by anyone else. The in-memory back end holds a copy of the
