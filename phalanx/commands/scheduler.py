@@ -91,23 +91,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _cpu_share(text: str) -> float:
     """A type for argparse, which puts the flag's name in front of a refusal."""
-    try:
-        share = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    share = _number(text, "a number")
     if not 0 < share <= 1:
         raise argparse.ArgumentTypeError(f"{text}: a share of one core, in (0, 1]")
     return share
 
 
 def _cpu_burst(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    seconds = _number(text, "a number of seconds")
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"{text}: CPU seconds, > 0")
     return seconds
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
 
 
 def _fail(message: str) -> int:

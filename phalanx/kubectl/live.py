@@ -73,13 +73,10 @@ def read_cluster(connection: Connection) -> ClusterObjects:
     """Every object the scheduler reads, one LIST per kind, listed concurrently."""
     native_group, native_version = NATIVE_API_VERSION.split("/")
 
-    def ours(plural: str) -> Callable[[], Any]:
-        path = ROUTES.list_cluster_custom_object.format(group=GROUP, version=VERSION, plural=plural)
-        return lambda: connection.get(path, missing_ok=True)  # not found: our CRDs are not installed
-
-    def devices(plural: str) -> Callable[[], Any]:
-        path = ROUTES.list_cluster_custom_object.format(group="resource.k8s.io", version="v1", plural=plural)
-        return lambda: connection.get(path, missing_ok=True)  # not found: the server does not serve DRA
+    def optional(plural: str, group: str = GROUP, version: str = VERSION) -> Callable[[], Any]:
+        """A LIST that is empty when not found: our CRDs not installed, or `resource.k8s.io/v1` not served."""
+        path = ROUTES.list_cluster_custom_object.format(group=group, version=version, plural=plural)
+        return lambda: connection.get(path, missing_ok=True)
 
     def native() -> Any:
         """The native PodGroups, where the server serves them (discovery, which every user may read)."""
@@ -101,11 +98,11 @@ def read_cluster(connection: Connection) -> ClusterObjects:
         "storageclasses": lambda: connection.get(ROUTES.list_storage_class),
         "csinodes": lambda: connection.get(ROUTES.list_csi_node),
         "namespaces": lambda: connection.get(ROUTES.list_namespace),
-        "deviceclasses": devices("deviceclasses"),
-        "resourceslices": devices("resourceslices"),
-        "resourceclaims": devices("resourceclaims"),
-        "podgroups": ours("podgroups"),
-        "queues": ours("queues"),
+        "deviceclasses": optional("deviceclasses", "resource.k8s.io", "v1"),
+        "resourceslices": optional("resourceslices", "resource.k8s.io", "v1"),
+        "resourceclaims": optional("resourceclaims", "resource.k8s.io", "v1"),
+        "podgroups": optional("podgroups"),
+        "queues": optional("queues"),
         "native-podgroups": native,
     }
     with ThreadPoolExecutor(max_workers=len(calls)) as pool, _no_collection():
