@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import is_not
+from typing import TYPE_CHECKING
 
-import cel
 import numpy as np
 
 from scheduler.api.pod import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
@@ -26,6 +26,9 @@ from scheduler.framework.snapshot import BoolArray, IntArray, Snapshot
 from scheduler.plugins.dynamic_resources.selectors import SelectorError, Selectors, device_context
 from scheduler.plugins.node_affinity import requirement_matches
 from scheduler.plugins.volume_binding import requirement_mask
+
+if TYPE_CHECKING:
+    import cel  # imported where used (`selectors.py`)
 
 INVENTORY_KEY = "DynamicResources.inventory"
 TAKEN_KEY = "DynamicResources.taken"

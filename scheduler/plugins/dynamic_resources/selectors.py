@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
-
-import cel
+from typing import TYPE_CHECKING, Any
 
 from scheduler.api.quantity import parse_quantity
 from scheduler.api.resource_slice import Device
+
+if TYPE_CHECKING:
+    import cel
 
 MAX_KEPT = 4096
 """Compiled expressions kept; past this the cache is emptied and filled again as needed."""
@@ -76,6 +77,8 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 
 
 def device_context(driver: str, device: Device) -> cel.Context:
+    import cel  # on first use: the package imports its command line (typer, prompt_toolkit), 13 MiB of RSS
+
     context = cel.Context({"device": device_value(driver, device)})
     for name, function in FUNCTIONS.items():
         context.add_function(name, function)
@@ -95,6 +98,8 @@ class Selectors:
         found = self.programs.get(expression)
         if found is None:
             try:
+                import cel  # as in `device_context`
+
                 found = cel.compile(expression)
             except ValueError as err:
                 first = next(iter(str(err).splitlines()), "")
