@@ -19,8 +19,8 @@ cache, computing (the dry run), encoding, and the CPU the request took in the sc
 `--drain` (issue 41, point 4): does serving explanations slow scheduling? `real_apiserver.py`'s `drain` (its control
 plane, Phalanx's identity in `workload-high`, nodes, pods, watch, kubelet stand-in, CPU and peak RSS figures,
 imported from it) with the scheduler leading (the chart's leader election, nothing else holding the Lease) and
-serving the API with the chart's limits (1 explanation at once, 2 a second, a burst of 5, 5 % of a core with
-1 CPU-second owed at most; over them, 429). `--pods`
+serving the API with the chart's limits (1 explanation at once, 2 a second, a burst of 5, 2 % of a core while it
+schedules, 0.25 CPU-second owed at most; over them, 429). `--pods`
 pending pods of 100m on `--nodes` nodes of 32 CPU, GANGS gangs (PodGroups of minCount GANG_SIZE) among them; each
 run starts its own scheduler after every pod exists and ends at the last Binding the bench's watch sees. Alternately
 (A B B A for `--rounds 2`):
@@ -375,8 +375,8 @@ def keep_available(api: Api, log: Path, done: threading.Event) -> None:
 
 class ServingRun(bench.PhalanxRun):
     """`bench.PhalanxRun` with the chart's leader election (it leads: nothing holds the Lease), serving the explain
-    API with the chart's limits (the CLI's defaults: 1 at once, 2 a second, a burst of 5, 5 % of a core), logging
-    JSON."""
+    API with the chart's limits (the CLI's defaults: 1 at once, 2 a second, a burst of 5, 2 % of a core while it
+    schedules), logging JSON."""
 
     elected = True
     port = 0

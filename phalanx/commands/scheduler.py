@@ -74,14 +74,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain.add_argument(
         "--explain-cpu-share",
         type=_cpu_share,
-        default=0.05,
+        default=0.02,
         metavar="SHARE",
-        help="share of one core explanations may take on average, in (0, 1] (default %(default)s)",
+        help="share of one core explanations may take on average while this replica schedules, in (0, 1] "
+        "(default %(default)s; a whole core while it does not)",
     )
     explain.add_argument(
         "--explain-cpu-burst",
         type=_cpu_burst,
-        default=1.0,
+        default=0.25,
         metavar="SECONDS",
         help="CPU seconds explanations may owe before the next waits, > 0 (default %(default)s)",
     )
@@ -207,6 +208,7 @@ def serve_explanations(args: argparse.Namespace, process: SchedulerProcess) -> E
             args.explain_burst,
             cpu_share=args.explain_cpu_share,
             cpu_burst=args.explain_cpu_burst,
+            busy=process.busy,
         ),
         lambda: all(i.synced.is_set() for i in cluster.informers),
         process.metrics,

@@ -20,7 +20,7 @@ from scheduler.explain.claims import Claim, claims_of
 from scheduler.explain.dry_run import DryRun, dry_run
 from scheduler.explain.pod_index import PodIndex
 from scheduler.explain.unblock import Unblock, unblockers
-from scheduler.explain.units import InFlight, Unit, in_flight, units_of
+from scheduler.explain.units import InFlight, Unit, in_flight, may_be_in_flight, units_of
 from scheduler.explain.warm import Warm
 from scheduler.framework.cluster import ClusterObjects, unit_of
 from scheduler.framework.unit_key import group_unit
@@ -136,13 +136,15 @@ def _placement(run: DryRun | None, nodes: int) -> dict[str, Any] | None:
 def find_unit(
     objects: ClusterObjects, config: SchedulerConfiguration, index: PodIndex, target: Target
 ) -> tuple[Unit, dict[str, Unit]]:
-    """The unit `target` names (a pod's: its group's), and every pending unit; raises `ExplainError`."""
+    """The unit `target` names (a pod's: its group's), and the pending units that may have a preemption in flight
+    (`may_be_in_flight`: building every pending unit was most of an answer over a backlog); raises
+    `ExplainError`."""
     if target.kind == "pod":
         pod = objects.pods.get(target.key)
         if pod is None:
             raise NotFound(f'pods "{target.name}" not found')
         key = unit_of(pod)
-        units = units_of(objects, config, index, [key])
+        units = units_of(objects, config, index, [key, *may_be_in_flight(index)], waiting=False)
         unit = units[key]
         if not unit.ours:
             name = pod.spec.scheduler_name or "default-scheduler"
@@ -155,7 +157,7 @@ def find_unit(
         plural = "podgroups." + (target.api_version or "scheduling.phalanx.dev/").split("/")[0]
         raise NotFound(f'{plural} "{target.name}" not found')
     key = group_unit(target.key)
-    units = units_of(objects, config, index, [key])
+    units = units_of(objects, config, index, [key, *may_be_in_flight(index)], waiting=False)
     return units[key], units
 
 

@@ -163,13 +163,17 @@ class InFlight:
 
 
 def units_of(
-    objects: ClusterObjects, config: SchedulerConfiguration, index: PodIndex, keys: Collection[str] = ()
+    objects: ClusterObjects,
+    config: SchedulerConfiguration,
+    index: PodIndex,
+    keys: Collection[str] = (),
+    waiting: bool = True,
 ) -> dict[str, Unit]:
-    """The units with a pending pod of this scheduler, and those named in `keys` (pending or not, a PodGroup
-    without members too), by unit key (`framework/unit_key.py`: a pod and a PodGroup may share a name). Only
-    those are built: a cluster's running pods are tens of thousands of units nobody asked about. `index` holds the
-    pods of `objects` (`pod_index.py`)."""
-    found = {key: index.members(key) for key in sorted(set(keys) | index.waiting.keys())}
+    """The units named in `keys` (pending or not, a PodGroup without members too) and, with `waiting`, every unit
+    with a pending pod of this scheduler, by unit key (`framework/unit_key.py`: a pod and a PodGroup may share a
+    name). Only those are built: a cluster's running pods are tens of thousands of units nobody asked about.
+    `index` holds the pods of `objects` (`pod_index.py`)."""
+    found = {key: index.members(key) for key in sorted(set(keys) | (index.waiting.keys() if waiting else set()))}
     return {
         key: _unit(key, pods, objects, config)
         for key, pods in found.items()
@@ -264,6 +268,18 @@ def _written(unit: Unit) -> tuple[str, str] | None:
     if found is None or found.status != "False" or found.reason not in TRUSTED:
         return None
     return str(found.reason), found.message or ""
+
+
+def may_be_in_flight(index: PodIndex) -> set[str]:
+    """The pending units `in_flight` can find a preemption for, without building any: those with a nominated pod
+    waiting, and those a victim being deleted names."""
+    named = {
+        preemptor
+        for pod in index.terminating.values()
+        if (target := pod.condition(DISRUPTION_TARGET)) is not None
+        and (preemptor := message_preemptor(target.message or "")) is not None
+    }
+    return index.nominated.keys() | (named & index.waiting.keys())
 
 
 def in_flight(index: PodIndex, units: Iterable[Unit]) -> list[InFlight]:

@@ -5,12 +5,14 @@ and Fairness refuses, rather than queueing it:
 
 - `concurrency`: answers computed at once.
 - `rate` a second on average, a token bucket holding `burst`: how often answers start, whatever each costs.
-- `cpu_share` of one core on average, owing at most `cpu_burst` CPU seconds: bounds what answers cost, which the
-  count does not, since one answer over a large backlog dry-runs a whole scheduling pass. Each computed answer's CPU
-  is owed (`release`) and paid back at `cpu_share` CPU seconds a second; while more than `cpu_burst` is owed, the
-  next request waits until it is paid down to `cpu_burst`. An answer's cost is known only once it is computed, so
-  a request is let in while no more than `cpu_burst` is owed, whatever it will cost, and the requests after a costly
-  one wait for it to be paid.
+- `cpu_share` of one core on average while the replica schedules, owing at most `cpu_burst` CPU seconds: bounds what
+  answers cost, which the count does not, since one answer over a large backlog dry-runs a whole scheduling pass.
+  Each computed answer's CPU is owed (`release`) and paid back at `cpu_share` CPU seconds a second while `busy`
+  (the leader has units to decide or Bindings on their way), at a whole core a second otherwise: an idle
+  scheduler, or a standby, loses nothing to an answer, so a user's command there waits for none but its own. A
+  request is let in only while no more than `cpu_burst` is owed; an answer's cost is known only once it is
+  computed, so the requests after a costly one wait for it to be paid. Over a backlog the answers' CPU is thus
+  about `cpu_share` of the time it takes, plus `cpu_burst` and the last answer's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 AT_ONCE = "too many explanations at once: the scheduler computes them beside scheduling; try again later"
+IDLE_SHARE = 1.0
+"""What is owed is paid back at a whole core a second while the replica is not scheduling."""
 CPU_TAKEN = (
     "explanations are held back: the last ones took the scheduler's CPU, which it schedules with; try again later"
 )
@@ -41,8 +45,9 @@ class Limiter:
         concurrency: int,
         rate: float,
         burst: int,
-        cpu_share: float = 0.05,
-        cpu_burst: float = 1.0,
+        cpu_share: float = 0.02,
+        cpu_burst: float = 0.25,
+        busy: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if concurrency < 1 or rate <= 0 or burst < 1:
@@ -56,6 +61,7 @@ class Limiter:
         self.burst = burst
         self.cpu_share = cpu_share
         self.cpu_burst = cpu_burst
+        self._busy = busy
         self._clock = clock
         self._lock = threading.Lock()
         self._running = 0
@@ -68,7 +74,8 @@ class Limiter:
         with self._lock:
             self._pay()
             if self._owed > self.cpu_burst:
-                return Refused(max(1, math.ceil((self._owed - self.cpu_burst) / self.cpu_share)), CPU_TAKEN)
+                share = self.cpu_share if self._busy() else IDLE_SHARE
+                return Refused(max(1, math.ceil((self._owed - self.cpu_burst) / share)), CPU_TAKEN)
             if self._running >= self.concurrency:
                 return Refused(1, AT_ONCE)
             if self._tokens < 1.0:
@@ -85,9 +92,11 @@ class Limiter:
             self._owed += max(0.0, cpu)
 
     def _pay(self) -> None:
-        """Bring the bucket and what is owed up to now. Called with the lock held."""
+        """Bring the bucket and what is owed up to now, the time since the last call paid at the share of now
+        (requests come often while anyone is waiting for an answer). Called with the lock held."""
         now = self._clock()
         elapsed = max(0.0, now - self._at)
         self._at = now
         self._tokens = min(float(self.burst), self._tokens + elapsed * self.rate)
-        self._owed = max(0.0, self._owed - elapsed * self.cpu_share)
+        if self._owed:
+            self._owed = max(0.0, self._owed - elapsed * (self.cpu_share if self._busy() else IDLE_SHARE))

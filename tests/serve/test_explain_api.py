@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -257,12 +257,18 @@ class Clock:
 
 @contextmanager
 def cpu_limited(
-    apiserver: ApiServer, tmp_path: Path, cpu: float, share: float, burst: float, clock: Clock
+    apiserver: ApiServer,
+    tmp_path: Path,
+    cpu: float,
+    share: float,
+    burst: float,
+    clock: Clock,
+    busy: Callable[[], bool] = lambda: True,
 ) -> Iterator[tuple[Served, Costly]]:
-    """`Costly(cpu)` answers served with no bound but the CPU (`share`, `burst`) on `clock`."""
+    """`Costly(cpu)` answers served with no bound but the CPU (`share` while `busy`, `burst`) on `clock`."""
     apiserver.allow("alice", "list", GROUP, "pendingwork", "ml")
     answers = Costly(cpu)
-    limiter = Limiter(1, rate=1000, burst=1000, cpu_share=share, cpu_burst=burst, clock=clock)
+    limiter = Limiter(1, rate=1000, burst=1000, cpu_share=share, cpu_burst=burst, busy=busy, clock=clock)
     with served_answers(apiserver, tmp_path, answers, limiter) as served:
         yield served, answers
 
@@ -301,6 +307,22 @@ def test_once_the_cpu_owed_is_paid_back_a_request_is_answered_again(apiserver: A
         paid = served.get(PENDING)
     assert (early[0], early[2]["Retry-After"]) == (429, "1")
     assert paid[0] == 200 and answers.computed == 2
+
+
+def test_a_replica_that_is_not_scheduling_is_paid_back_at_a_whole_core(apiserver: ApiServer, tmp_path: Path) -> None:
+    """0.325 s owed, 0.1 s allowed: idle, 0.3 s pays 0.3 s and the next is answered; once scheduling again, what it
+    owes is paid at the share (0.225 s over the burst after 0.25 s at 0.1 a second: Retry-After 3)."""
+    clock, scheduling = Clock(), [False]
+    limited = cpu_limited(apiserver, tmp_path, 0.325, 0.1, 0.1, clock, busy=lambda: scheduling[0])
+    with limited as (served, answers):
+        assert served.get(PENDING)[0] == 200
+        clock.now += 0.3
+        idle = served.get(PENDING)
+        scheduling[0] = True
+        clock.now += 0.25
+        busy = served.get(PENDING)
+    assert idle[0] == 200 and answers.computed == 2
+    assert (busy[0], busy[2]["Retry-After"]) == (429, "3")
 
 
 def test_an_answer_under_the_cpu_burst_does_not_hold_the_next_back(apiserver: ApiServer, tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ STOP_SECONDS = 4.0
 """How long a stop may take once it began: the Lease release, the writes on the wire and the owed ones all
 end by then. A stop takes well under a second while the API server answers; this bound is for when it
 does not (a request on the wire would otherwise wait for its own timeout, 10 s)."""
+BUSY_SECONDS = 5.0
+"""How long after a pass that tried, deferred or bound a unit the leader still counts as scheduling (`busy`)."""
 EXIT_SECONDS = 9.0
 """`phalanx scheduler` ends this long after SIGTERM at the latest, whatever is stuck (`phalanx.signals`); the
 chart's `terminationGracePeriodSeconds` is above it."""
@@ -86,6 +88,8 @@ class SchedulerProcess:
         self.max_settle_seconds = max_settle_seconds
         self.idle_seconds = idle_seconds
         self.last_pass: float = 0.0
+        self.last_work: float = -BUSY_SECONDS
+        """When a pass last tried, deferred or bound a unit (`time.monotonic`)."""
         self.heap = Heap()
         election = config.leader_election
         self.elector: LeaderElector | None = None
@@ -112,6 +116,13 @@ class SchedulerProcess:
             on_relist=lambda kind: self.metrics.relists.labels(kind).inc(),
         )
         self.metrics.bindings_waiting.set_function(self.cluster.backpressure.lane.load)
+
+    def busy(self) -> bool:
+        """Whether this replica is scheduling: it leads, and a pass had units to decide lately or its Bindings are
+        still on their way. What it serves beside (explanations, `serve/limits.py`) then yields to it."""
+        if not self.cluster.may_write():
+            return False
+        return self.cluster.backpressure.lane.load() > 0 or time.monotonic() - self.last_work < BUSY_SECONDS
 
     def healthy(self) -> bool:
         """Synced informers and a loop that is not wedged (a standby that waits is healthy)."""
@@ -197,6 +208,8 @@ class SchedulerProcess:
                 self.heap.tick()
             self.metrics.scheduling_attempt_duration.labels("success").observe(time.perf_counter() - started)
             self._record(report)
+            if report.units_tried or report.deferred or report.bindings:
+                self.last_work = time.monotonic()
             if report.deferred:
                 self._wait_room(stop)
             else:
