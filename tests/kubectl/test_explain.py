@@ -214,6 +214,33 @@ def test_a_preemption_under_way_is_in_flight(tmp_path: Path, capsys: pytest.Capt
     assert "  - its preemption is under way: 1 victim still terminating since 11:59:00Z" in text
 
 
+def test_a_rivals_preemption_under_way_on_the_room_a_pod_wants_is_in_flight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gang `train` (priority 100) is taking gpu-0, the only node: a pod of priority 50 that wants it is told so,
+    though nothing of the gang's is its own."""
+    victim = make_pod("low").req(gpu=8).priority(10).on("gpu-0").terminating().stored().json()
+    victim["status"]["conditions"] = [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "phalanx-scheduler: preempting to accommodate a higher priority podgroup default/train",
+            "lastTransitionTime": "2026-01-01T11:59:00Z",
+        }
+    ]
+    objects = [
+        *gpu_pool(),
+        victim,
+        make_podgroup("train").gang(1).priority(100).stored().obj(),
+        make_pod("w0").req(gpu=8).group("train").priority(100).nominated("gpu-0").stored().obj(),
+        make_pod("solo").req(gpu=8).priority(50).stored().obj(),
+    ]
+    code, text, err = explain(capsys, "pod", "solo", "-f", dump(tmp_path, objects), "--now", NOW)
+    assert code == 0, err
+    assert "In flight:\n  podgroup/default/train: 1 member(s) nominated to gpu-0; 1 victim(s) still terminating" in text
+
+
 @pytest.mark.parametrize(
     ("args", "want_error"),
     [
