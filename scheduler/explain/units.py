@@ -270,21 +270,9 @@ def _written(unit: Unit) -> tuple[str, str] | None:
     return str(found.reason), found.message or ""
 
 
-def may_be_in_flight(index: PodIndex) -> set[str]:
-    """The pending units `in_flight` can find a preemption for, without building any: those with a nominated pod
-    waiting, and those a victim being deleted names."""
-    named = {
-        preemptor
-        for pod in index.terminating.values()
-        if (target := pod.condition(DISRUPTION_TARGET)) is not None
-        and (preemptor := message_preemptor(target.message or "")) is not None
-    }
-    return index.nominated.keys() | (named & index.waiting.keys())
-
-
-def in_flight(index: PodIndex, units: Iterable[Unit]) -> list[InFlight]:
-    """The preemptions under way: pending units with nominated members or with victims still terminating (among
-    the pods `index` holds)."""
+def _victims(index: PodIndex) -> tuple[dict[str, list[Pod]], dict[str, list[Pod]]]:
+    """The bound pods being deleted that a preemption marked: by the preemptor their mark names, and those whose
+    mark names nobody (an older scheduler's) by node."""
     named: dict[str, list[Pod]] = {}
     unnamed: dict[str, list[Pod]] = {}
     for pod in index.terminating.values():
@@ -296,6 +284,20 @@ def in_flight(index: PodIndex, units: Iterable[Unit]) -> list[InFlight]:
             unnamed.setdefault(pod.spec.node_name or "", []).append(pod)  # always bound
         else:
             named.setdefault(preemptor, []).append(pod)
+    return named, unnamed
+
+
+def may_be_in_flight(index: PodIndex) -> set[str]:
+    """The pending units `in_flight` can find a preemption for, without building any: those with a nominated pod
+    waiting (victims of nobody's name are found through their nodes), and those a victim being deleted names."""
+    named, _ = _victims(index)
+    return index.nominated.keys() | (named.keys() & index.waiting.keys())
+
+
+def in_flight(index: PodIndex, units: Iterable[Unit]) -> list[InFlight]:
+    """The preemptions under way: pending units with nominated members or with victims still terminating (among
+    the pods `index` holds)."""
+    named, unnamed = _victims(index)
     found = []
     for unit in units:
         if not unit.is_pending:

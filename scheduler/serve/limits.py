@@ -74,8 +74,7 @@ class Limiter:
         with self._lock:
             self._pay()
             if self._owed > self.cpu_burst:
-                share = self.cpu_share if self._busy() else IDLE_SHARE
-                return Refused(max(1, math.ceil((self._owed - self.cpu_burst) / share)), CPU_TAKEN)
+                return Refused(max(1, math.ceil((self._owed - self.cpu_burst) / self._share())), CPU_TAKEN)
             if self._running >= self.concurrency:
                 return Refused(1, AT_ONCE)
             if self._tokens < 1.0:
@@ -99,4 +98,8 @@ class Limiter:
         self._at = now
         self._tokens = min(float(self.burst), self._tokens + elapsed * self.rate)
         if self._owed:
-            self._owed = max(0.0, self._owed - elapsed * (self.cpu_share if self._busy() else IDLE_SHARE))
+            self._owed = max(0.0, self._owed - elapsed * self._share())
+
+    def _share(self) -> float:
+        """The CPU seconds a second what is owed is paid back at now: `cpu_share` while the replica schedules."""
+        return self.cpu_share if self._busy() else IDLE_SHARE
