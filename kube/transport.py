@@ -1,11 +1,15 @@
-"""Writes sent over the `kubernetes` ApiClient's own connection pool, without its per-call machinery.
+"""Writes sent over kept connections of their own, without the generated client's per-call machinery.
 
-The generated client validates every argument with pydantic, serialises the body through its
-models and rebuilds headers and auth on each call: about half of a Binding's CPU in the scheduler
-process (issue 12 profile, real API server). The writes the scheduler makes are a handful of fixed
-shapes, so they go straight to the same `urllib3` pool, with the same TLS settings, proxy,
-User-Agent and credentials (`Configuration.auth_settings()`, whose refresh hook keeps a rotated
-service-account token current). The client stays in charge of configuration, auth and watches.
+The generated client validates every argument with pydantic, serialises the body through its models and
+rebuilds headers and auth on each call, and urllib3's pool wraps each answer in objects of its own: together
+about half of a write's CPU in the scheduler process, and a Binding and an Event are two writes a pod. The
+writes the scheduler makes are a handful of fixed shapes, so each sending thread keeps one `http.client`
+connection to the API server and sends them straight over it, with the client's TLS settings (CA, client
+certificate, verification, tls-server-name), User-Agent and credentials (`Configuration.auth_settings()`,
+whose refresh hook keeps a rotated service-account token current). A connection the server closed while it
+sat idle is seen before the next write (its socket reads as ready) and opened again, as urllib3's pool does.
+Where the client's pool does more than connect (a proxy, a hostname assertion, socket options), the writes go
+through that pool instead. The client stays in charge of configuration, auth and watches.
 
 Each request names the generated client's method whose route it takes (`route`): its HTTP method
 comes from there, and the chart's RBAC test (`tests/chart/api_calls.py`) maps the request to the
@@ -17,6 +21,12 @@ with the server's answer, and a dropped connection or a timeout raises `Unavaila
 
 from __future__ import annotations
 
+import http.client
+import select
+import socket
+import ssl
+import threading
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +39,8 @@ from kube.errors import NO_ANSWER, Unavailable, from_response
 JSON = "application/json"
 VERBS = (("create_", "POST"), ("read_", "GET"), ("get_", "GET"), ("patch_", "PATCH"), ("delete_", "DELETE"))
 """The generated client's method prefixes and the HTTP method each sends."""
+NO_REPLY = (*NO_ANSWER, http.client.HTTPException)
+"""What a request over a kept connection raises when no answer came back."""
 
 
 def verb(route: Callable[..., Any]) -> str:
@@ -36,13 +48,56 @@ def verb(route: Callable[..., Any]) -> str:
     return next(method for prefix, method in VERBS if name.startswith(prefix))
 
 
+class _TLSConnection(http.client.HTTPSConnection):
+    """http.client's, checking the certificate against the kubeconfig's tls-server-name when it names one."""
+
+    def __init__(self, host: str, port: int | None, context: ssl.SSLContext, timeout: float, server: str) -> None:
+        super().__init__(host, port, context=context, timeout=timeout)
+        self._tls = context
+        self._server = server
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server)
+
+
+def _tls_context(configuration: client.Configuration) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """An idle kept connection whose socket reads as ready: the server closed it (or broke the protocol)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class Transport:
     def __init__(self, api: client.ApiClient, timeout_seconds: float) -> None:
-        self._configuration = api.configuration
+        configuration = api.configuration
+        self._configuration = configuration
         self._pool: urllib3.PoolManager = api.rest_client.pool_manager
-        self._host = api.configuration.host.rstrip("/")
+        self._host = configuration.host.rstrip("/")
         self._headers = {**api.default_headers, "Accept": JSON}
-        self._timeout = urllib3.Timeout(total=timeout_seconds)
+        self._timeout = timeout_seconds
+        target = urllib.parse.urlsplit(self._host)
+        self._address = (target.hostname or "localhost", target.port)
+        self._prefix = target.path
+        self._tls = _tls_context(configuration) if target.scheme == "https" else None
+        self._server = configuration.tls_server_name or self._address[0]
+        self._direct = (
+            type(self._pool) is urllib3.PoolManager
+            and configuration.assert_hostname is None
+            and configuration.socket_options is None
+        )
+        self._local = threading.local()
 
     def request(self, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON) -> Any:
         """Send one request along `route` (a method of a `kubernetes.client` API class) to `path`;
@@ -55,21 +110,53 @@ class Transport:
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
+        send = self._send if self._direct else self._send_pooled
+        status, reason, answer, answer_headers = send(verb(route), path, data, headers)
+        if not 200 <= status < 300:
+            raise from_response(status, reason, answer, answer_headers)
+        return orjson.loads(answer) if answer else None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        """This thread's kept connection, opened again when the server closed it while it was idle."""
+        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            host, port = self._address
+            if self._tls is None:
+                connection = http.client.HTTPConnection(host, port, timeout=self._timeout)
+            else:
+                connection = _TLSConnection(host, port, self._tls, self._timeout, self._server)
+            self._local.connection = connection
+        elif connection.sock is not None and _dropped(connection.sock):
+            connection.close()
+        return connection
+
+    def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, str, bytes, Any]:
+        connection = self._connection()
+        try:
+            connection.request(method, self._prefix + path, body=data, headers=headers)
+            response = connection.getresponse()
+            answer = response.read()
+        except NO_REPLY as exc:
+            connection.close()
+            raise Unavailable(f"no answer ({type(exc).__name__})") from None
+        return response.status, response.reason or "", answer, response.headers
+
+    def _send_pooled(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str, bytes, Any]:
         try:
             response = self._pool.request(
-                verb(route),
+                method,
                 self._host + path,
                 body=data,
                 headers=headers,
-                timeout=self._timeout,
+                timeout=urllib3.Timeout(total=self._timeout),
                 preload_content=True,
                 retries=False,
             )
         except NO_ANSWER as exc:
             raise Unavailable(f"no answer ({type(exc).__name__})") from None
-        if not 200 <= response.status < 300:
-            raise from_response(response.status, response.reason or "", response.data, response.headers)
-        return orjson.loads(response.data) if response.data else None
+        return response.status, response.reason or "", response.data, response.headers
 
 
 def read_json(response: Any) -> Any:

@@ -766,6 +766,9 @@ def _matches(obj: Obj, namespace: str, label_selector: str, field_selector: str)
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
+    """The listen backlog: socketserver's default of 5 drops connections when a scheduler's write workers all
+    reconnect at once, after a restart, and each waits out a SYN retransmit (1 s, a test replica's timeout)."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients dropping connections (timeouts, restarts, killed schedulers) are routine here."""

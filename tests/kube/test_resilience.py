@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import structlog
+
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.kube.replica import Replica, fast_config, node_of
 from tests.polling import wait_for
 
 BINDING = "/api/v1/namespaces/default/pods/p/binding"
+EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
 
 
 def started(server: ApiServer, kubeconfig: Path, replicas: list[Replica]) -> Replica:
@@ -35,6 +38,29 @@ def test_restart_with_compaction_relists_and_keeps_scheduling(
     wait_for(lambda: relists(replica, "pods") >= 2 and relists(replica, "podgroups") >= 2)
     apiserver.create(make_pod("p").req(cpu="1").json())
     wait_for(lambda: node_of(apiserver, "p"))
+
+
+def test_writes_after_the_server_dropped_the_kept_connections_go_through_at_once(
+    apiserver: ApiServer, kubeconfig: Path, replicas: list[Replica]
+) -> None:
+    """Every write worker keeps its connection (`kube.transport`). One the server closed while it sat idle, as a
+    restarted or scaled-in API server does, is opened again before the next write, not found broken by it: a
+    retry and its backoff for every worker, on every pod, after each API server restart."""
+    replica = started(apiserver, kubeconfig, replicas)
+    for i in range(24):  # at once: most Binding and Event workers open their connection
+        apiserver.create(make_pod(f"before-{i}").req(cpu="10m").json())
+    wait_for(lambda: all(node_of(apiserver, f"before-{i}") for i in range(24)))
+    wait_for(lambda: len(apiserver.requests_matching("POST", EVENTS)) >= 24)
+    apiserver.restart(compact=False)
+    apiserver.create(make_node("after-restart").cap(cpu="1").json())
+    head = str(apiserver.resource_version())
+    wait_for(lambda: replica.process.cluster.pods.resource_version == head)  # watching again (a bookmark)
+    with structlog.testing.capture_logs() as logs:
+        for i in range(24):
+            apiserver.create(make_pod(f"after-{i}").req(cpu="10m").json())
+        wait_for(lambda: all(node_of(apiserver, f"after-{i}") for i in range(24)))
+    retried = [e for e in logs if e["event"] == "api call retried" and e["operation"] in ("bind", "event")]
+    assert retried == [], retried[:3]
 
 
 def test_compaction_mid_watch_gives_410_then_relist(
