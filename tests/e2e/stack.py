@@ -274,9 +274,11 @@ class Stack:
         config.update({"backoffSeconds": 0.2, "maxBackoffSeconds": 1.0, **overrides})
         return config
 
-    def start_scheduler(self, standby: bool = False, paused: bool = False, **overrides: Any) -> Process:
+    def start_scheduler(
+        self, standby: bool = False, paused: bool = False, kubeconfig: Path | None = None, **overrides: Any
+    ) -> Process:
         """A new `phalanx scheduler` (the previous one must be stopped or killed first), serving the explain API on
-        `explain_port`.
+        `explain_port`, connected with `kubeconfig` (the unprivileged user's by default).
 
         With `standby`, a second replica beside the running one, as the chart runs two: it is returned once its
         caches are synced, waiting for the Lease, and the caller stops it (it is not `scheduler`; it serves the
@@ -292,7 +294,7 @@ class Stack:
         args = [
             "scheduler",
             "--kubeconfig",
-            str(self.plane.user_kubeconfig),
+            str(kubeconfig or self.plane.user_kubeconfig),
             "--config",
             str(config_path),
             "--metrics-bind",
