@@ -265,6 +265,8 @@ class ControlPlane:
         """Set before the nodes are made (`--racks`): each node carries RACK_LABEL, rack-(i // rack)."""
         self.devices = (0, 0)
         """`ensure_devices`: the nodes that publish a ResourceSlice, and the devices in each."""
+        self.profile_dir: Path | None = None
+        """Set by `--apiserver-profile DIR`: each drain takes a CPU profile of kube-apiserver (`ApiserverProfile`)."""
 
     def stop(self) -> None:
         subprocess.run([str(KUBE / "down.sh"), str(self.dir)], check=False, capture_output=True)
@@ -1162,6 +1164,48 @@ def timeline_note(counts: list[int]) -> str:
     return f"binds per {WINDOW_SECONDS:.0f} s: {', '.join(map(str, counts))} (lowest {lowest:.2f}x of the median)"
 
 
+class ApiserverProfile:
+    """kube-apiserver's CPU profile (its `/debug/pprof/profile`, Go's pprof format) over `SECONDS` of a drain, from
+    `DELAY` seconds after the scheduler started, written to `DIR/<label>.pb.gz`, with the Bindings the bench saw in
+    that window: what the API server spends a Binding on beside each scheduler (`go tool pprof -top -cum FILE`,
+    divided by them)."""
+
+    DELAY = 4.0
+    SECONDS = 12
+
+    def __init__(self, plane: ControlPlane, watch: PodWatch, label: str) -> None:
+        assert plane.profile_dir is not None
+        self.plane, self.watch = plane, watch
+        self.out = plane.profile_dir / f"{label}.pb.gz"
+        self.window: tuple[float, float] | None = None
+        self._thread = threading.Thread(target=self._take, daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        time.sleep(self.DELAY)
+        api = self.plane.api
+        began = time.perf_counter()
+        conn = api.connection(timeout=self.SECONDS + 30)
+        try:
+            conn.request("GET", f"/debug/pprof/profile?seconds={self.SECONDS}", headers=api.headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        if resp.status == 200:
+            self.out.write_bytes(data)
+            self.window = (began, time.perf_counter())
+
+    def note(self) -> str:
+        self._thread.join(timeout=self.DELAY + self.SECONDS + 60)
+        if self.window is None:
+            return "no API server profile (the drain ended first, or the server refused)"
+        began, ended = self.window
+        times = [s.bound_at for s in list(self.watch.pods.values()) if s.bound_at is not None]
+        bound = sum(1 for t in times if began <= t <= ended)
+        return f"API server profile {self.out} over {ended - began:.1f} s, {bound} Bindings seen in it"
+
+
 STALL = 300.0
 """Seconds without a new Binding after which a drain, stream or backlog run gives up (`--stall`)."""
 
@@ -1196,11 +1240,13 @@ def drain(
     meanwhile = Meanwhile(plane)
     run = scheduler(plane, label)
     run.measuring()
+    profile = ApiserverProfile(plane, watch, label) if plane.profile_dir is not None else None
     done = watch.wait_bound(pods, timeout=3600, stall=stall)
     end = time.perf_counter()
     others, served = meanwhile.since()
     writes = watch.bound + watch.status_writes
     settled = settled_note(watch, pods, run.started) if done else ""
+    profiled = profile.note() if profile is not None else ""
     passed = pass_note(passes(run))
     window = meanwhile.window()
     checked = constraint_note(watch, pods, share, plane.zones)
@@ -1232,7 +1278,9 @@ def drain(
         served=served,
         first_bind_seconds=None if first is None else first - run.started,
         timeline=counts,
-        note="; ".join(filter(None, (window, passed, began, settled, timeline_note(counts), checked, unbound, failed))),
+        note="; ".join(
+            filter(None, (window, passed, began, settled, timeline_note(counts), checked, unbound, failed, profiled))
+        ),
     )
 
 
@@ -2061,6 +2109,12 @@ def main() -> int:
     parser.add_argument(
         "--py-spy", type=Path, help="sample Phalanx's runs (drain, stream, backlog, devices, preempt) with py-spy"
     )
+    parser.add_argument(
+        "--apiserver-profile",
+        type=Path,
+        metavar="DIR",
+        help="drain: a CPU profile of kube-apiserver from 4 s to 16 s of each run, and the Bindings seen in it",
+    )
     parser.add_argument("--before", type=Path, help="also run `phalanx scheduler` from this checkout (an older commit)")
     parser.add_argument("--explain-runs", type=int, default=3, help="runs of each `explain` workload command")
     parser.add_argument("--backlog", type=scales, default="10000:1000", help="PODS:GANGS that never fit, for backlog")
@@ -2124,6 +2178,9 @@ def main() -> int:
     plane = ControlPlane(args.keep)
     plane.zones = ZONES if args.constrained else 0
     plane.rack = args.racks
+    if args.apiserver_profile is not None:
+        args.apiserver_profile.mkdir(parents=True, exist_ok=True)
+        plane.profile_dir = args.apiserver_profile
     print(f"control plane in {plane.dir}", flush=True)
     results: list[Result] = []
 
