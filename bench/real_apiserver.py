@@ -218,18 +218,22 @@ class Api:
             return json.loads(text) if text else {}
         raise AssertionError("unreachable")
 
-    def text(self, path: str) -> str:
-        """A GET answered in plain text (`/metrics`), on a connection of its own."""
-        conn = self.connection()
+    def raw(self, path: str, accept: str, timeout: float = 60) -> bytes:
+        """A GET's body as the server sent it (`/metrics`, a CPU profile), on a connection of its own."""
+        conn = self.connection(timeout)
         try:
-            conn.request("GET", path, headers={**self.headers, "Accept": "text/plain"})
+            conn.request("GET", path, headers={**self.headers, "Accept": accept})
             resp = conn.getresponse()
-            body = resp.read().decode(errors="replace")
+            body = resp.read()
         finally:
             conn.close()
         if resp.status >= 300:
-            raise ApiError(resp.status, body)
+            raise ApiError(resp.status, body.decode(errors="replace"))
         return body
+
+    def text(self, path: str) -> str:
+        """A GET answered in plain text (`/metrics`)."""
+        return self.raw(path, "text/plain").decode(errors="replace")
 
     def create_many(self, path: str, bodies: Iterable[dict[str, Any]], workers: int = 8) -> None:
         def one(body: dict[str, Any]) -> None:
@@ -1183,18 +1187,13 @@ class ApiserverProfile:
 
     def _take(self) -> None:
         time.sleep(self.DELAY)
-        api = self.plane.api
         began = time.perf_counter()
-        conn = api.connection(timeout=self.SECONDS + 30)
         try:
-            conn.request("GET", f"/debug/pprof/profile?seconds={self.SECONDS}", headers=api.headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
-        if resp.status == 200:
-            self.out.write_bytes(data)
-            self.window = (began, time.perf_counter())
+            data = self.plane.api.raw(f"/debug/pprof/profile?seconds={self.SECONDS}", "*/*", self.SECONDS + 30)
+        except ApiError:
+            return
+        self.out.write_bytes(data)
+        self.window = (began, time.perf_counter())
 
     def note(self) -> str:
         self._thread.join(timeout=self.DELAY + self.SECONDS + 60)
