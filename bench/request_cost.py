@@ -26,9 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-
 from kube.client import api_client
+from kube.routes import CoreV1Api, EventsV1Api
 from kube.transport import Transport
 
 KUBE = Path(__file__).resolve().parents[2] / "shared" / "kube"
@@ -107,12 +106,12 @@ def main() -> int:
         wire = Transport(api_client(settings["KUBECONFIG"], "scheduler"), 30)
         pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
         writes: dict[str, Callable[[int], None]] = {
-            "pod create": lambda i: wire.request(client.CoreV1Api.create_namespaced_pod, pods, pod(f"p{i}")),
+            "pod create": lambda i: wire.request(CoreV1Api.create_namespaced_pod, pods, pod(f"p{i}")),
             "Binding": lambda i: wire.request(
-                client.CoreV1Api.create_namespaced_pod_binding, f"{pods}/p{i}/binding", binding(f"p{i}")
+                CoreV1Api.create_namespaced_pod_binding, f"{pods}/p{i}/binding", binding(f"p{i}")
             ),
             "Event": lambda i: wire.request(
-                client.EventsV1Api.create_namespaced_event,
+                EventsV1Api.create_namespaced_event,
                 f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events",
                 event(f"p{i}"),
             ),

@@ -26,6 +26,8 @@ import structlog
 from kubernetes import client
 
 from kube.errors import ApiError, translated
+from kube.routes import CoreV1Api
+from kube.transport import get, read_json
 
 log = structlog.get_logger(__name__)
 
@@ -128,7 +130,7 @@ class FrontProxy:
         resync_seconds: float = RESYNC_SECONDS,
         request_timeout_seconds: float = 10.0,
     ) -> None:
-        self._core = client.CoreV1Api(api)
+        self._api = api
         self._on_change = on_change
         self.resync_seconds = resync_seconds
         self.request_timeout_seconds = request_timeout_seconds
@@ -148,10 +150,11 @@ class FrontProxy:
         """Read the ConfigMap once; the trust it gives, or None (logged) when it cannot be read or has none."""
         try:
             with translated():
-                found = self._core.read_namespaced_config_map(
-                    CONFIG_MAP, NAMESPACE, _request_timeout=self.request_timeout_seconds
+                path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{CONFIG_MAP}"
+                found = read_json(
+                    get(self._api, CoreV1Api.read_namespaced_config_map, path, [], self.request_timeout_seconds)
                 )
-            trust = parse_trust(found.data or {})
+            trust = parse_trust((found or {}).get("data") or {})
         except (ApiError, NoFrontProxy) as err:
             text = err.answer if isinstance(err, ApiError) else str(err)
             log.warning("front proxy trust not read", config_map=f"{NAMESPACE}/{CONFIG_MAP}", error=text)

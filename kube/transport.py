@@ -9,10 +9,12 @@ certificate, verification, tls-server-name), User-Agent and credentials (`Config
 whose refresh hook keeps a rotated service-account token current). A connection the server closed while it
 sat idle is seen before the next write (its socket reads as ready) and opened again, as urllib3's pool does.
 Where the client's pool does more than connect (a proxy, a hostname assertion, socket options), the writes go
-through that pool instead. The client stays in charge of configuration, auth and watches.
+through that pool instead. The client stays in charge of configuration, auth and watches: an informer's LIST
+and WATCH (`lister`) and other reads (`get`) go through its pool, as its generated methods would send them,
+without loading those methods' classes (`kube.routes`).
 
-Each request names the generated client's method whose route it takes (`route`): its HTTP method
-comes from there, and the chart's RBAC test (`tests/chart/api_calls.py`) maps the request to the
+Each request names the generated client's method whose route it takes (`route`, a `kube.routes.Route`): its
+HTTP method comes from there, and the chart's RBAC test (`tests/chart/api_calls.py`) maps the request to the
 grant it needs through that name, as it does for calls made through the client.
 
 Failures come out typed (`kube.errors`): an answer outside 2xx raises `NotFound`, `Conflict`, `Invalid`, ...
@@ -33,19 +35,26 @@ from typing import Any
 import orjson
 import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from kube.errors import NO_ANSWER, Unavailable, from_response
+from kube.routes import Route
+
+AUTH = ["BearerToken"]
+"""The auth settings every generated method names (a kubeconfig's token, or the service account's)."""
 
 JSON = "application/json"
-VERBS = (("create_", "POST"), ("read_", "GET"), ("get_", "GET"), ("patch_", "PATCH"), ("delete_", "DELETE"))
-"""The generated client's method prefixes and the HTTP method each sends."""
 NO_REPLY = (*NO_ANSWER, http.client.HTTPException)
 """What a request over a kept connection raises when no answer came back."""
-
-
-def verb(route: Callable[..., Any]) -> str:
-    name = route.__name__
-    return next(method for prefix, method in VERBS if name.startswith(prefix))
+QUERY = {
+    "limit": "limit",
+    "_continue": "continue",
+    "watch": "watch",
+    "resource_version": "resourceVersion",
+    "allow_watch_bookmarks": "allowWatchBookmarks",
+    "timeout_seconds": "timeoutSeconds",
+}
+"""The generated list methods' keywords an informer passes, and the query parameter each is."""
 
 
 class _TLSConnection(http.client.HTTPSConnection):
@@ -99,9 +108,8 @@ class Transport:
         )
         self._local = threading.local()
 
-    def request(self, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON) -> Any:
-        """Send one request along `route` (a method of a `kubernetes.client` API class) to `path`;
-        returns the decoded JSON body (None when empty)."""
+    def request(self, route: Route, path: str, body: Any = None, content_type: str = JSON) -> Any:
+        """Send one request along `route` to `path`; returns the decoded JSON body (None when empty)."""
         headers = dict(self._headers)
         for setting in self._configuration.auth_settings().values():
             if setting["in"] == "header" and setting["value"]:
@@ -111,7 +119,7 @@ class Transport:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
         send = self._send if self._direct else self._send_pooled
-        status, reason, answer, answer_headers = send(verb(route), path, data, headers)
+        status, reason, answer, answer_headers = send(route.verb, path, data, headers)
         if not 200 <= status < 300:
             raise from_response(status, reason, answer, answer_headers)
         return orjson.loads(answer) if answer else None
@@ -157,6 +165,33 @@ class Transport:
         except NO_ANSWER as exc:
             raise Unavailable(f"no answer ({type(exc).__name__})") from None
         return response.status, response.reason or "", response.data, response.headers
+
+
+def lister(api: client.ApiClient, route: Route, path: str) -> Callable[..., Any]:
+    """A LIST or WATCH of `path` along `route`, called with the keywords of the generated list method (`QUERY`,
+    `_request_timeout`) as an informer calls it, through the client's pool and auth: the raw urllib3 response,
+    streamed (`_preload_content=False`, the only way an informer reads one)."""
+
+    def call(*, _preload_content: bool = False, _request_timeout: Any = None, **params: Any) -> Any:
+        if _preload_content:
+            raise ValueError("a lister answers with the raw response: _preload_content=False")
+        query = [(QUERY[name], value) for name, value in params.items() if value is not None]
+        return get(api, route, path, query, _request_timeout)
+
+    return call
+
+
+def get(api: client.ApiClient, route: Route, path: str, query: list[tuple[str, Any]], timeout: Any) -> Any:
+    """GET `path` along `route` (a list, read or get method) through the client's pool and auth: the raw urllib3
+    response, not read (`read_json`); an answer outside 2xx raises `ApiException`, as the generated method does."""
+    request = api.param_serialize(
+        method="GET", resource_path=path, query_params=query, header_params={"Accept": JSON}, auth_settings=AUTH
+    )
+    answer = api.call_api(*request, _request_timeout=timeout)
+    if not 200 <= answer.status <= 299:
+        answer.read()  # type: ignore[no-untyped-call]
+        raise ApiException.from_response(http_resp=answer, body=None, data=None)
+    return answer.response
 
 
 def read_json(response: Any) -> Any:

@@ -20,15 +20,15 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
 import structlog
-from kubernetes import client
 
 from kube.errors import ApiError, Conflict, Invalid, NotFound
+from kube.routes import CoreV1Api, CustomObjectsApi, EventsV1Api, ResourceV1Api, Route
 from kube.transport import JSON
 from scheduler.api.meta import ApiModel, Condition, rfc3339
 from scheduler.api.node import Node
@@ -86,12 +86,10 @@ class Wire(Protocol):
 
     hold: PreemptionHold
 
-    def request(
-        self, call: Call, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON
-    ) -> Any:
-        """One write of `call` along `route` (a `kubernetes.client` method, for its verb and its RBAC grant)."""
+    def request(self, call: Call, route: Route, path: str, body: Any = None, content_type: str = JSON) -> Any:
+        """One write of `call` along `route` (a `kube.routes.Route`, for its verb and its RBAC grant)."""
 
-    def read(self, route: Callable[..., Any], path: str) -> Any:
+    def read(self, route: Route, path: str) -> Any:
         """One GET, not retried."""
 
     def now(self) -> datetime: ...
@@ -285,12 +283,12 @@ class GateRemoval(Call):
                 },
             ]
             try:
-                return wire.request(self, client.CoreV1Api.patch_namespaced_pod, pod_path(current), patch, JSON_PATCH)
+                return wire.request(self, CoreV1Api.patch_namespaced_pod, pod_path(current), patch, JSON_PATCH)
             except NotFound:
                 return None
             except Invalid:
                 seen = current
-                current = Pod.model_validate(wire.read(client.CoreV1Api.read_namespaced_pod, pod_path(current)))
+                current = Pod.model_validate(wire.read(CoreV1Api.read_namespaced_pod, pod_path(current)))
                 if (
                     seen.spec.scheduling_gates == current.spec.scheduling_gates
                     and seen.metadata.uid == current.metadata.uid
@@ -336,7 +334,7 @@ class Binding(Call):
             "target": {"apiVersion": "v1", "kind": "Node", "name": self.node},
         }
         try:
-            wire.request(self, client.CoreV1Api.create_namespaced_pod_binding, f"{pod_path(self.pod)}/binding", body)
+            wire.request(self, CoreV1Api.create_namespaced_pod_binding, f"{pod_path(self.pod)}/binding", body)
         except Conflict as err:
             placed = ALREADY_ASSIGNED.search(err.message)
             if placed is None:
@@ -435,7 +433,7 @@ class ClaimBinding(Call):
             ref = wanted.spec.claim_ref.model_dump(by_alias=True, exclude_none=True) if wanted.spec.claim_ref else None
             body = {"metadata": metadata, "spec": {"claimRef": ref}}
             try:
-                return version(wire.request(self, client.CoreV1Api.patch_persistent_volume, path, body, MERGE_PATCH))
+                return version(wire.request(self, CoreV1Api.patch_persistent_volume, path, body, MERGE_PATCH))
             except Conflict:
                 newer = self._newer(wire, "persistentvolumes", volume.metadata.name, seen)
                 if newer is None or (newer.spec.claim_ref is not None and not newer.bound_to(claim)):
@@ -458,9 +456,7 @@ class ClaimBinding(Call):
             }
             try:
                 return version(
-                    wire.request(
-                        self, client.CoreV1Api.patch_namespaced_persistent_volume_claim, path, body, MERGE_PATCH
-                    )
+                    wire.request(self, CoreV1Api.patch_namespaced_persistent_volume_claim, path, body, MERGE_PATCH)
                 )
             except Conflict:
                 newer = self._newer(wire, "persistentvolumeclaims", claim.key, seen)
@@ -596,7 +592,7 @@ class ClaimAllocation(Call):
                             "finalizers": [*seen.metadata.finalizers, CLAIM_FINALIZER],
                         }
                     }
-                    route = client.ResourceV1Api.patch_namespaced_resource_claim
+                    route = ResourceV1Api.patch_namespaced_resource_claim
                     seen = ResourceClaim.model_validate(wire.request(self, route, claim_path(seen), body, MERGE_PATCH))
                     continue
                 status = wanted.status.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -606,7 +602,7 @@ class ClaimAllocation(Call):
                     "metadata": {"resourceVersion": seen.metadata.resource_version},
                     "status": {"allocation": status.get("allocation"), "reservedFor": status.get("reservedFor", [])},
                 }
-                route = client.ResourceV1Api.patch_namespaced_resource_claim_status
+                route = ResourceV1Api.patch_namespaced_resource_claim_status
                 wire.request(self, route, f"{claim_path(seen)}/status", body, MERGE_PATCH)
                 return
             except Conflict:
@@ -651,7 +647,7 @@ class Nomination(Call):
         try:
             return wire.request(
                 self,
-                client.CoreV1Api.patch_namespaced_pod_status,
+                CoreV1Api.patch_namespaced_pod_status,
                 f"{pod_path(self.pod)}/status",
                 body,
                 STRATEGIC_MERGE_PATCH,
@@ -688,7 +684,7 @@ class PodCondition(Call):
         try:
             return wire.request(
                 self,
-                client.CoreV1Api.patch_namespaced_pod_status,
+                CoreV1Api.patch_namespaced_pod_status,
                 f"{pod_path(current)}/status",
                 body,
                 STRATEGIC_MERGE_PATCH,
@@ -757,7 +753,7 @@ class Deletion(Call):
         if self.grace_period_seconds is not None:
             body["gracePeriodSeconds"] = self.grace_period_seconds
         try:
-            wire.request(self, client.CoreV1Api.delete_namespaced_pod, pod_path(self.pod), body)
+            wire.request(self, CoreV1Api.delete_namespaced_pod, pod_path(self.pod), body)
         except (NotFound, Conflict) as err:
             log.info("victim already gone", pod=self.key, status=err.status)
             wire.hold.done(self.key, meta.uid or "")
@@ -797,7 +793,7 @@ class PodGroupCondition(Call):
             try:
                 return wire.request(
                     self,
-                    client.CustomObjectsApi.patch_namespaced_custom_object_status,
+                    CustomObjectsApi.patch_namespaced_custom_object_status,
                     f"{group_path(current)}/status",
                     body,
                     MERGE_PATCH,
@@ -841,7 +837,7 @@ class PodGroupAnnotation(Call):
         body = {"metadata": {"annotations": {self.name: self.value}}}
         try:
             return wire.request(
-                self, client.CustomObjectsApi.patch_namespaced_custom_object, group_path(current), body, MERGE_PATCH
+                self, CustomObjectsApi.patch_namespaced_custom_object, group_path(current), body, MERGE_PATCH
             )
         except NotFound:
             return None
@@ -908,7 +904,7 @@ class EventCall(Call):
         namespace = self.body["metadata"]["namespace"]
         wire.request(
             self,
-            client.EventsV1Api.create_namespaced_event,
+            EventsV1Api.create_namespaced_event,
             f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
             self.body,
         )

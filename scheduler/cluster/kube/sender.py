@@ -19,6 +19,7 @@ from typing import Any
 from kube.backoff import call_with_retry
 from kube.errors import ApiError
 from kube.informer import Informer
+from kube.routes import Route
 from kube.transport import JSON, Transport
 from scheduler.api.pod import Pod
 from scheduler.api.pod_group import PodGroup
@@ -53,10 +54,8 @@ class Sender:
     def leading(self, call: Call) -> bool:
         return self.may_write() or (call.owed and self.stopping.is_set())
 
-    def request(
-        self, call: Call, route: Callable[..., Any], path: str, body: Any = None, content_type: str = JSON
-    ) -> Any:
-        """One request of `call` along `route` (a `kubernetes.client` method, for its verb and its RBAC grant),
+    def request(self, call: Call, route: Route, path: str, body: Any = None, content_type: str = JSON) -> Any:
+        """One request of `call` along `route` (a `kube.routes.Route`, for its verb and its RBAC grant),
         retried; only while this replica leads (an owed call also once stopping)."""
         if not self.leading(call):
             raise NotLeader(call.operation)
@@ -83,7 +82,7 @@ class Sender:
         if self._on_api_call is not None:
             self._on_api_call(operation, result)
 
-    def read(self, route: Callable[..., Any], path: str) -> Any:
+    def read(self, route: Route, path: str) -> Any:
         """One GET, not retried."""
         return self.transport.request(route, path)
 

@@ -23,7 +23,8 @@ from kubernetes import client
 
 from kube.errors import ApiError, translated
 from kube.informer import Informer
-from kube.transport import read_json
+from kube.routes import CoreV1Api, CustomObjectsApi, PolicyV1Api, SchedulingV1Api, StorageV1Api
+from kube.transport import get, lister, read_json
 from scheduler.api.csi import CSINode
 from scheduler.api.device_class import DeviceClass
 from scheduler.api.meta import DISRUPTION_TARGET
@@ -78,9 +79,8 @@ def serves(api: client.ApiClient, api_version: str, resource: str) -> bool:
     """Whether the server offers `resource` at `api_version` (discovery, which every authenticated user may read)."""
     group, version_ = api_version.split("/")
     try:
-        custom: Any = client.CustomObjectsApi(api)
         with translated():
-            body = read_json(custom.get_api_resources(group, version_, _preload_content=False, _request_timeout=10))
+            body = read_json(get(api, CustomObjectsApi.get_api_resources, f"/apis/{group}/{version_}", [], 10))
     except (ApiError, ValueError):
         return False
     return isinstance(body, dict) and any(r.get("name") == resource for r in body.get("resources", []))
@@ -121,14 +121,9 @@ class KubeView:
         pass would be a storage change to the queue's hints, and wake every parked unit)."""
         self._claims_shown: dict[str, tuple[Call, Any, Any]] = {}
         """As `_storage_shown`, for the ResourceClaims a `ClaimAllocation` in flight writes."""
-        core: Any = client.CoreV1Api(api)
-        custom: Any = client.CustomObjectsApi(api)
-        scheduling: Any = client.SchedulingV1Api(api)
-        policy: Any = client.PolicyV1Api(api)
-        storage: Any = client.StorageV1Api(api)
 
         def custom_list(group: str, version_: str, plural: str) -> Callable[..., Any]:
-            return lambda **kw: custom.list_cluster_custom_object(group, version_, plural, **kw)
+            return lister(api, CustomObjectsApi.list_cluster_custom_object, f"/apis/{group}/{version_}/{plural}")
 
         def informer(kind: str, call: Callable[..., Any], model: type[Any], optional: bool = False) -> Informer[Any]:
             return Informer(
@@ -143,25 +138,43 @@ class KubeView:
                 prune=partial(prune, kind),
             )
 
-        self.pods: Informer[Pod] = informer("pods", core.list_pod_for_all_namespaces, Pod)
-        self.nodes: Informer[Node] = informer("nodes", core.list_node, Node)
+        self.pods: Informer[Pod] = informer(
+            "pods", lister(api, CoreV1Api.list_pod_for_all_namespaces, "/api/v1/pods"), Pod
+        )
+        self.nodes: Informer[Node] = informer("nodes", lister(api, CoreV1Api.list_node, "/api/v1/nodes"), Node)
         self.priority_classes: Informer[PriorityClass] = informer(
-            "priorityclasses", scheduling.list_priority_class, PriorityClass
+            "priorityclasses",
+            lister(api, SchedulingV1Api.list_priority_class, "/apis/scheduling.k8s.io/v1/priorityclasses"),
+            PriorityClass,
         )
         self.pdbs: Informer[PodDisruptionBudget] = informer(
-            "poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces, PodDisruptionBudget
+            "poddisruptionbudgets",
+            lister(
+                api, PolicyV1Api.list_pod_disruption_budget_for_all_namespaces, "/apis/policy/v1/poddisruptionbudgets"
+            ),
+            PodDisruptionBudget,
         )
         self.claims: Informer[PersistentVolumeClaim] = informer(
-            "persistentvolumeclaims", core.list_persistent_volume_claim_for_all_namespaces, PersistentVolumeClaim
+            "persistentvolumeclaims",
+            lister(api, CoreV1Api.list_persistent_volume_claim_for_all_namespaces, "/api/v1/persistentvolumeclaims"),
+            PersistentVolumeClaim,
         )
         self.volumes: Informer[PersistentVolume] = informer(
-            "persistentvolumes", core.list_persistent_volume, PersistentVolume
+            "persistentvolumes",
+            lister(api, CoreV1Api.list_persistent_volume, "/api/v1/persistentvolumes"),
+            PersistentVolume,
         )
         self.storage_classes: Informer[StorageClass] = informer(
-            "storageclasses", storage.list_storage_class, StorageClass
+            "storageclasses",
+            lister(api, StorageV1Api.list_storage_class, "/apis/storage.k8s.io/v1/storageclasses"),
+            StorageClass,
         )
-        self.csi_nodes: Informer[CSINode] = informer("csinodes", storage.list_csi_node, CSINode)
-        self.namespaces: Informer[Namespace] = informer("namespaces", core.list_namespace, Namespace)
+        self.csi_nodes: Informer[CSINode] = informer(
+            "csinodes", lister(api, StorageV1Api.list_csi_node, "/apis/storage.k8s.io/v1/csinodes"), CSINode
+        )
+        self.namespaces: Informer[Namespace] = informer(
+            "namespaces", lister(api, CoreV1Api.list_namespace, "/api/v1/namespaces"), Namespace
+        )
         # DRA (resource.k8s.io/v1, Kubernetes 1.34+): empty where the server does not serve it.
         self.device_classes: Informer[DeviceClass] = informer(
             "deviceclasses", custom_list("resource.k8s.io", "v1", "deviceclasses"), DeviceClass, True
