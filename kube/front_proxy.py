@@ -150,10 +150,8 @@ class FrontProxy:
         """Read the ConfigMap once; the trust it gives, or None (logged) when it cannot be read or has none."""
         try:
             with translated():
-                path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{CONFIG_MAP}"
-                found = read_json(
-                    get(self._api, CoreV1Api.read_namespaced_config_map, path, [], self.request_timeout_seconds)
-                )
+                path = CoreV1Api.read_namespaced_config_map.at(namespace=NAMESPACE, name=CONFIG_MAP)
+                found = read_json(get(self._api, path, [], self.request_timeout_seconds))
             trust = parse_trust((found or {}).get("data") or {})
         except (ApiError, NoFrontProxy) as err:
             text = err.answer if isinstance(err, ApiError) else str(err)

@@ -167,8 +167,8 @@ class Transport:
         return response.status, response.reason or "", response.data, response.headers
 
 
-def lister(api: client.ApiClient, route: Route, path: str) -> Callable[..., Any]:
-    """A LIST or WATCH of `path` along `route`, called with the keywords of the generated list method (`QUERY`,
+def lister(api: client.ApiClient, path: str) -> Callable[..., Any]:
+    """A LIST or WATCH of `path` (a `Route`'s), called with the keywords of the generated list method (`QUERY`,
     `_request_timeout`) as an informer calls it, through the client's pool and auth: the raw urllib3 response,
     streamed (`_preload_content=False`, the only way an informer reads one)."""
 
@@ -176,14 +176,14 @@ def lister(api: client.ApiClient, route: Route, path: str) -> Callable[..., Any]
         if _preload_content:
             raise ValueError("a lister answers with the raw response: _preload_content=False")
         query = [(QUERY[name], value) for name, value in params.items() if value is not None]
-        return get(api, route, path, query, _request_timeout)
+        return get(api, path, query, _request_timeout)
 
     return call
 
 
-def get(api: client.ApiClient, route: Route, path: str, query: list[tuple[str, Any]], timeout: Any) -> Any:
-    """GET `path` along `route` (a list, read or get method) through the client's pool and auth: the raw urllib3
-    response, not read (`read_json`); an answer outside 2xx raises `ApiException`, as the generated method does."""
+def get(api: client.ApiClient, path: str, query: list[tuple[str, Any]], timeout: Any) -> Any:
+    """GET `path` (a `Route`'s) through the client's pool and auth: the raw urllib3 response, not read
+    (`read_json`); an answer outside 2xx raises `ApiException`, as the generated method does."""
     request = api.param_serialize(
         method="GET", resource_path=path, query_params=query, header_params={"Accept": JSON}, auth_settings=AUTH
     )

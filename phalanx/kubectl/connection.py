@@ -2,9 +2,11 @@
 
 Credentials come from a kubeconfig as kubectl finds it (`--kubeconfig`, else `$KUBECONFIG`, else
 `~/.kube/config`; `--context`), or from the pod's service account when there is none. Every request is a GET with
-the user agent `kubectl-phalanx/<version>`, which tells the plugin's requests apart in an audit log, sent directly on
-a connection pool: importing the client's API classes alone took 1.1 s, and the client at all 0.3 s, of a command
-a user waits for, so it is imported only for credentials that need its loader (`kubeconfig.py`). Failures are
+the user agent `kubectl-phalanx/<version>`, which tells the plugin's requests apart in an audit log, to a path
+named after the `kubernetes` client's method whose route it takes (`kube.routes`: `tests/chart/api_calls.py` maps
+each to its RBAC grant and checks it is a read), sent directly on a connection pool: importing the client's API
+classes alone took 1.1 s, and the client at all 0.3 s, of a command a user waits for, so it is imported only for
+credentials that need its loader (`kubeconfig.py`). Failures are
 `KubectlError`s worded as kubectl words them: `Error from server (NotFound): namespaces "x" not found`.
 """
 
@@ -16,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -26,24 +27,6 @@ from phalanx.kubectl.errors import KubectlError
 from phalanx.kubectl.kubeconfig import NotPlain, default_path, read
 
 USER_AGENT = f"kubectl-phalanx/{importlib.metadata.version('phalanx')}"
-
-ROUTES = SimpleNamespace(
-    list_pod_for_all_namespaces="/api/v1/pods",
-    list_node="/api/v1/nodes",
-    list_priority_class="/apis/scheduling.k8s.io/v1/priorityclasses",
-    list_pod_disruption_budget_for_all_namespaces="/apis/policy/v1/poddisruptionbudgets",
-    list_persistent_volume_claim_for_all_namespaces="/api/v1/persistentvolumeclaims",
-    list_persistent_volume="/api/v1/persistentvolumes",
-    list_storage_class="/apis/storage.k8s.io/v1/storageclasses",
-    list_csi_node="/apis/storage.k8s.io/v1/csinodes",
-    list_namespace="/api/v1/namespaces",
-    list_cluster_custom_object="/apis/{group}/{version}/{plural}",
-    get_api_resources="/apis/{group}/{version}",
-    read_namespace="/api/v1/namespaces/{name}",
-    read_namespaced_config_map="/api/v1/namespaces/{namespace}/configmaps/{name}",
-)
-"""Every request the plugin sends, each a GET named after the `kubernetes` client's method whose route it takes
-(`tests/chart/api_calls.py` maps each name to its route and RBAC grant, and checks each is a read)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from phalanx.kubectl.connection import ROUTES, Connection, server_error
+from kube.routes import CoreV1Api, CustomObjectsApi, PolicyV1Api, SchedulingV1Api, StorageV1Api
+from phalanx.kubectl.connection import Connection, server_error
 from phalanx.kubectl.errors import KubectlError
 from scheduler.api.config import SchedulerConfiguration
 from scheduler.api.csi import CSINode
@@ -66,7 +67,7 @@ def _items(body: Any, kind: str, model: type[M]) -> dict[str, M]:
 
 def check_namespace(connection: Connection, namespace: str) -> None:
     """kubectl's `Error from server (NotFound): namespaces "x" not found` for a namespace that does not exist."""
-    connection.get(ROUTES.read_namespace.format(name=namespace))
+    connection.get(CoreV1Api.read_namespace.at(name=namespace))
 
 
 def read_cluster(connection: Connection) -> ClusterObjects:
@@ -75,29 +76,33 @@ def read_cluster(connection: Connection) -> ClusterObjects:
 
     def optional(plural: str, group: str = GROUP, version: str = VERSION) -> Callable[[], Any]:
         """A LIST that is empty when not found: our CRDs not installed, or `resource.k8s.io/v1` not served."""
-        path = ROUTES.list_cluster_custom_object.format(group=group, version=version, plural=plural)
+        path = CustomObjectsApi.list_cluster_custom_object.at(group=group, version=version, plural=plural)
         return lambda: connection.get(path, missing_ok=True)
 
     def native() -> Any:
         """The native PodGroups, where the server serves them (discovery, which every user may read)."""
         served = connection.get(
-            ROUTES.get_api_resources.format(group=native_group, version=native_version), missing_ok=True
+            CustomObjectsApi.get_api_resources.at(group=native_group, version=native_version), missing_ok=True
         )
         if not any(r.get("name") == "podgroups" for r in (served or {}).get("resources", [])):
             return None
-        path = ROUTES.list_cluster_custom_object.format(group=native_group, version=native_version, plural="podgroups")
+        path = CustomObjectsApi.list_cluster_custom_object.at(
+            group=native_group, version=native_version, plural="podgroups"
+        )
         return connection.get(path)
 
     calls: dict[str, Callable[[], Any]] = {
-        "pods": lambda: connection.get(ROUTES.list_pod_for_all_namespaces),
-        "nodes": lambda: connection.get(ROUTES.list_node),
-        "priorityclasses": lambda: connection.get(ROUTES.list_priority_class),
-        "poddisruptionbudgets": lambda: connection.get(ROUTES.list_pod_disruption_budget_for_all_namespaces),
-        "persistentvolumeclaims": lambda: connection.get(ROUTES.list_persistent_volume_claim_for_all_namespaces),
-        "persistentvolumes": lambda: connection.get(ROUTES.list_persistent_volume),
-        "storageclasses": lambda: connection.get(ROUTES.list_storage_class),
-        "csinodes": lambda: connection.get(ROUTES.list_csi_node),
-        "namespaces": lambda: connection.get(ROUTES.list_namespace),
+        "pods": lambda: connection.get(CoreV1Api.list_pod_for_all_namespaces.path),
+        "nodes": lambda: connection.get(CoreV1Api.list_node.path),
+        "priorityclasses": lambda: connection.get(SchedulingV1Api.list_priority_class.path),
+        "poddisruptionbudgets": lambda: connection.get(PolicyV1Api.list_pod_disruption_budget_for_all_namespaces.path),
+        "persistentvolumeclaims": lambda: connection.get(
+            CoreV1Api.list_persistent_volume_claim_for_all_namespaces.path
+        ),
+        "persistentvolumes": lambda: connection.get(CoreV1Api.list_persistent_volume.path),
+        "storageclasses": lambda: connection.get(StorageV1Api.list_storage_class.path),
+        "csinodes": lambda: connection.get(StorageV1Api.list_csi_node.path),
+        "namespaces": lambda: connection.get(CoreV1Api.list_namespace.path),
         "deviceclasses": optional("deviceclasses", "resource.k8s.io", "v1"),
         "resourceslices": optional("resourceslices", "resource.k8s.io", "v1"),
         "resourceclaims": optional("resourceclaims", "resource.k8s.io", "v1"),
@@ -151,7 +156,7 @@ def scheduler_config(connection: Connection, where: str) -> tuple[SchedulerConfi
     namespace, _, name = where.partition("/")
     if not namespace or not name:
         raise KubectlError(f"error: --scheduler-config: Invalid value: {where!r}: must be NAMESPACE/NAME")
-    answer = connection.request(ROUTES.read_namespaced_config_map.format(namespace=namespace, name=name))
+    answer = connection.request(CoreV1Api.read_namespaced_config_map.at(namespace=namespace, name=name))
     if answer.status in (403, 404):
         why = "not found" if answer.status == 404 else "forbidden"
         note = (

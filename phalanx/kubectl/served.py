@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from phalanx.kubectl.connection import ROUTES, Connection, server_error
+from kube.routes import CustomObjectsApi
+from phalanx.kubectl.connection import Connection, server_error
 from phalanx.kubectl.errors import KubectlError
 
 GROUP = "explain.phalanx.dev"
@@ -41,7 +42,7 @@ NOT_INSTALLED = (
 
 def available(connection: Connection) -> bool:
     """Whether an APIService serves the group; raises when it is registered but unavailable."""
-    answer = connection.request(ROUTES.get_api_resources.format(group=GROUP, version=VERSION))
+    answer = connection.request(CustomObjectsApi.get_api_resources.at(group=GROUP, version=VERSION))
     if answer.status == 404:
         return False
     if 200 <= answer.status < 300:

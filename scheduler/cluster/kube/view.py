@@ -80,7 +80,7 @@ def serves(api: client.ApiClient, api_version: str, resource: str) -> bool:
     group, version_ = api_version.split("/")
     try:
         with translated():
-            body = read_json(get(api, CustomObjectsApi.get_api_resources, f"/apis/{group}/{version_}", [], 10))
+            body = read_json(get(api, CustomObjectsApi.get_api_resources.at(group=group, version=version_), [], 10))
     except (ApiError, ValueError):
         return False
     return isinstance(body, dict) and any(r.get("name") == resource for r in body.get("resources", []))
@@ -123,7 +123,8 @@ class KubeView:
         """As `_storage_shown`, for the ResourceClaims a `ClaimAllocation` in flight writes."""
 
         def custom_list(group: str, version_: str, plural: str) -> Callable[..., Any]:
-            return lister(api, CustomObjectsApi.list_cluster_custom_object, f"/apis/{group}/{version_}/{plural}")
+            path = CustomObjectsApi.list_cluster_custom_object.at(group=group, version=version_, plural=plural)
+            return lister(api, path)
 
         def informer(kind: str, call: Callable[..., Any], model: type[Any], optional: bool = False) -> Informer[Any]:
             return Informer(
@@ -138,42 +139,36 @@ class KubeView:
                 prune=partial(prune, kind),
             )
 
-        self.pods: Informer[Pod] = informer(
-            "pods", lister(api, CoreV1Api.list_pod_for_all_namespaces, "/api/v1/pods"), Pod
-        )
-        self.nodes: Informer[Node] = informer("nodes", lister(api, CoreV1Api.list_node, "/api/v1/nodes"), Node)
+        self.pods: Informer[Pod] = informer("pods", lister(api, CoreV1Api.list_pod_for_all_namespaces.path), Pod)
+        self.nodes: Informer[Node] = informer("nodes", lister(api, CoreV1Api.list_node.path), Node)
         self.priority_classes: Informer[PriorityClass] = informer(
             "priorityclasses",
-            lister(api, SchedulingV1Api.list_priority_class, "/apis/scheduling.k8s.io/v1/priorityclasses"),
+            lister(api, SchedulingV1Api.list_priority_class.path),
             PriorityClass,
         )
         self.pdbs: Informer[PodDisruptionBudget] = informer(
             "poddisruptionbudgets",
-            lister(
-                api, PolicyV1Api.list_pod_disruption_budget_for_all_namespaces, "/apis/policy/v1/poddisruptionbudgets"
-            ),
+            lister(api, PolicyV1Api.list_pod_disruption_budget_for_all_namespaces.path),
             PodDisruptionBudget,
         )
         self.claims: Informer[PersistentVolumeClaim] = informer(
             "persistentvolumeclaims",
-            lister(api, CoreV1Api.list_persistent_volume_claim_for_all_namespaces, "/api/v1/persistentvolumeclaims"),
+            lister(api, CoreV1Api.list_persistent_volume_claim_for_all_namespaces.path),
             PersistentVolumeClaim,
         )
         self.volumes: Informer[PersistentVolume] = informer(
             "persistentvolumes",
-            lister(api, CoreV1Api.list_persistent_volume, "/api/v1/persistentvolumes"),
+            lister(api, CoreV1Api.list_persistent_volume.path),
             PersistentVolume,
         )
         self.storage_classes: Informer[StorageClass] = informer(
             "storageclasses",
-            lister(api, StorageV1Api.list_storage_class, "/apis/storage.k8s.io/v1/storageclasses"),
+            lister(api, StorageV1Api.list_storage_class.path),
             StorageClass,
         )
-        self.csi_nodes: Informer[CSINode] = informer(
-            "csinodes", lister(api, StorageV1Api.list_csi_node, "/apis/storage.k8s.io/v1/csinodes"), CSINode
-        )
+        self.csi_nodes: Informer[CSINode] = informer("csinodes", lister(api, StorageV1Api.list_csi_node.path), CSINode)
         self.namespaces: Informer[Namespace] = informer(
-            "namespaces", lister(api, CoreV1Api.list_namespace, "/api/v1/namespaces"), Namespace
+            "namespaces", lister(api, CoreV1Api.list_namespace.path), Namespace
         )
         # DRA (resource.k8s.io/v1, Kubernetes 1.34+): empty where the server does not serve it.
         self.device_classes: Informer[DeviceClass] = informer(
