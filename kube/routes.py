@@ -5,9 +5,9 @@ module, and CoreV1Api's carries a pydantic description of every parameter of its
 MiB of the scheduler's RSS and a second of CPU at start, in a process whose requests go over `kube.transport` and
 never call the method, and in `kubectl phalanx`, which reads without the client. So a route here is a name, a verb
 and, for a read, a path: each class below is named after the client's API class, and each attribute after the
-method whose route the request takes. The chart's RBAC test
-(`tests/chart/api_calls.py`) maps every such name to the generated client's HTTP method and path, and so to the
-grant it needs, as it does for a call made through the client itself.
+method whose route the request takes. The chart's RBAC test (`tests/chart/api_calls.py`) maps every such name to
+the generated client's HTTP method and path, and so to the grant it needs, as it does for a call made through the
+client itself.
 """
 
 from __future__ import annotations
