@@ -122,14 +122,14 @@ class KubeView:
         self._claims_shown: dict[str, tuple[Call, Any, Any]] = {}
         """As `_storage_shown`, for the ResourceClaims a `ClaimAllocation` in flight writes."""
 
-        def custom_list(group: str, version_: str, plural: str) -> Callable[..., Any]:
-            path = CustomObjectsApi.list_cluster_custom_object.at(group=group, version=version_, plural=plural)
-            return lister(api, path)
+        def custom_list(group: str, version_: str, plural: str) -> str:
+            return CustomObjectsApi.list_cluster_custom_object.at(group=group, version=version_, plural=plural)
 
-        def informer(kind: str, call: Callable[..., Any], model: type[Any], optional: bool = False) -> Informer[Any]:
+        def informer(kind: str, path: str, model: type[Any], optional: bool = False) -> Informer[Any]:
+            """An informer of `path`, a list route's (`kube.routes`)."""
             return Informer(
                 kind,
-                call,
+                lister(api, path),
                 model,
                 self._on_change,
                 watch_timeout_seconds=watch_timeout_seconds,
@@ -139,37 +139,27 @@ class KubeView:
                 prune=partial(prune, kind),
             )
 
-        self.pods: Informer[Pod] = informer("pods", lister(api, CoreV1Api.list_pod_for_all_namespaces.path), Pod)
-        self.nodes: Informer[Node] = informer("nodes", lister(api, CoreV1Api.list_node.path), Node)
+        self.pods: Informer[Pod] = informer("pods", CoreV1Api.list_pod_for_all_namespaces.path, Pod)
+        self.nodes: Informer[Node] = informer("nodes", CoreV1Api.list_node.path, Node)
         self.priority_classes: Informer[PriorityClass] = informer(
-            "priorityclasses",
-            lister(api, SchedulingV1Api.list_priority_class.path),
-            PriorityClass,
+            "priorityclasses", SchedulingV1Api.list_priority_class.path, PriorityClass
         )
         self.pdbs: Informer[PodDisruptionBudget] = informer(
-            "poddisruptionbudgets",
-            lister(api, PolicyV1Api.list_pod_disruption_budget_for_all_namespaces.path),
-            PodDisruptionBudget,
+            "poddisruptionbudgets", PolicyV1Api.list_pod_disruption_budget_for_all_namespaces.path, PodDisruptionBudget
         )
         self.claims: Informer[PersistentVolumeClaim] = informer(
             "persistentvolumeclaims",
-            lister(api, CoreV1Api.list_persistent_volume_claim_for_all_namespaces.path),
+            CoreV1Api.list_persistent_volume_claim_for_all_namespaces.path,
             PersistentVolumeClaim,
         )
         self.volumes: Informer[PersistentVolume] = informer(
-            "persistentvolumes",
-            lister(api, CoreV1Api.list_persistent_volume.path),
-            PersistentVolume,
+            "persistentvolumes", CoreV1Api.list_persistent_volume.path, PersistentVolume
         )
         self.storage_classes: Informer[StorageClass] = informer(
-            "storageclasses",
-            lister(api, StorageV1Api.list_storage_class.path),
-            StorageClass,
+            "storageclasses", StorageV1Api.list_storage_class.path, StorageClass
         )
-        self.csi_nodes: Informer[CSINode] = informer("csinodes", lister(api, StorageV1Api.list_csi_node.path), CSINode)
-        self.namespaces: Informer[Namespace] = informer(
-            "namespaces", lister(api, CoreV1Api.list_namespace.path), Namespace
-        )
+        self.csi_nodes: Informer[CSINode] = informer("csinodes", StorageV1Api.list_csi_node.path, CSINode)
+        self.namespaces: Informer[Namespace] = informer("namespaces", CoreV1Api.list_namespace.path, Namespace)
         # DRA (resource.k8s.io/v1, Kubernetes 1.34+): empty where the server does not serve it.
         self.device_classes: Informer[DeviceClass] = informer(
             "deviceclasses", custom_list("resource.k8s.io", "v1", "deviceclasses"), DeviceClass, True
