@@ -7,7 +7,7 @@ Models accept the JSON the API server sends (camelCase keys) and keep fields the
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -28,7 +28,15 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
-class OwnerReference(ApiModel):
+class ValueModel(ApiModel):
+    """A part of an object with no identity of its own (a container, a toleration, an affinity term): two equal
+    ones are interchangeable, so the scheduler's cache keeps one object for all of them (`kube.footprint`). One that
+    holds a model of another class (an ephemeral volume's claim template, with its metadata) is kept as it is."""
+
+    shared_by_value: ClassVar[bool] = True
+
+
+class OwnerReference(ValueModel):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -55,7 +63,7 @@ DISRUPTION_TARGET = "DisruptionTarget"
 """The condition preemption sets on a victim pod and on a preempted PodGroup (upstream `v1.DisruptionTarget`)."""
 
 
-class Condition(ApiModel):
+class Condition(ValueModel):
     """A status condition (`metav1.Condition` and the Pod's own `PodCondition` share these keys)."""
 
     type: str
@@ -67,13 +75,13 @@ class Condition(ApiModel):
     observed_generation: int | None = None
 
 
-class LabelSelectorRequirement(ApiModel):
+class LabelSelectorRequirement(ValueModel):
     key: str
     operator: str
     values: list[str] = Field(default_factory=list)
 
 
-class LabelSelector(ApiModel):
+class LabelSelector(ValueModel):
     match_labels: dict[str, str] = Field(default_factory=dict)
     match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
 

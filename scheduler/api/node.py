@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from scheduler.api.meta import ApiModel, ObjectMeta
+from scheduler.api.meta import ApiModel, ObjectMeta, ValueModel
 from scheduler.api.quantity import QuantityMap, resource_list
 
 
-class Taint(ApiModel):
+class Taint(ValueModel):
     key: str
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from scheduler.api.meta import ApiModel, Condition, LabelSelector, ObjectMeta
+from scheduler.api.meta import ApiModel, Condition, LabelSelector, ObjectMeta, ValueModel
 from scheduler.api.pod_volume import Volume
 from scheduler.api.quantity import QuantityMap, resource_list
 
@@ -24,19 +24,19 @@ POD_GROUP_LABEL = "scheduling.phalanx.dev/pod-group"
 QUEUE_LABEL = "scheduling.phalanx.dev/queue"
 
 
-class ResourceRequirements(ApiModel):
+class ResourceRequirements(ValueModel):
     requests: QuantityMap = Field(default_factory=dict)
     limits: QuantityMap = Field(default_factory=dict)
 
 
-class ContainerPort(ApiModel):
+class ContainerPort(ValueModel):
     container_port: int = 0
     host_port: int | None = None
     host_ip: str | None = Field(default=None, alias="hostIP")
     protocol: str | None = None
 
 
-class Container(ApiModel):
+class Container(ValueModel):
     name: str = ""
     image: str | None = None
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
@@ -49,32 +49,32 @@ class Container(ApiModel):
         return resource_list(merged)
 
 
-class NodeSelectorRequirement(ApiModel):
+class NodeSelectorRequirement(ValueModel):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     values: list[str] = Field(default_factory=list)
 
 
-class NodeSelectorTerm(ApiModel):
+class NodeSelectorTerm(ValueModel):
     match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
     match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
 
 
-class NodeSelector(ApiModel):
+class NodeSelector(ValueModel):
     node_selector_terms: list[NodeSelectorTerm] = Field(default_factory=list)
 
 
-class PreferredSchedulingTerm(ApiModel):
+class PreferredSchedulingTerm(ValueModel):
     weight: int = 0
     preference: NodeSelectorTerm = Field(default_factory=NodeSelectorTerm)
 
 
-class NodeAffinity(ApiModel):
+class NodeAffinity(ValueModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(default_factory=list)
 
 
-class PodAffinityTerm(ApiModel):
+class PodAffinityTerm(ValueModel):
     label_selector: LabelSelector | None = None
     namespaces: list[str] = Field(default_factory=list)
     namespace_selector: LabelSelector | None = None
@@ -83,25 +83,25 @@ class PodAffinityTerm(ApiModel):
     mismatch_label_keys: list[str] = Field(default_factory=list)
 
 
-class WeightedPodAffinityTerm(ApiModel):
+class WeightedPodAffinityTerm(ValueModel):
     weight: int = 0
     pod_affinity_term: PodAffinityTerm = Field(default_factory=PodAffinityTerm)
 
 
-class PodAffinity(ApiModel):
+class PodAffinity(ValueModel):
     """`podAffinity` and `podAntiAffinity` share this shape."""
 
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(default_factory=list)
     preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(default_factory=list)
 
 
-class Affinity(ApiModel):
+class Affinity(ValueModel):
     node_affinity: NodeAffinity | None = None
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
 
 
-class TopologySpreadConstraint(ApiModel):
+class TopologySpreadConstraint(ValueModel):
     max_skew: int = 1
     topology_key: str = ""
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
@@ -112,7 +112,7 @@ class TopologySpreadConstraint(ApiModel):
     match_label_keys: list[str] = Field(default_factory=list)
 
 
-class Toleration(ApiModel):
+class Toleration(ValueModel):
     key: str | None = None
     operator: Literal["Exists", "Equal"] | None = None
     value: str | None = None
@@ -120,17 +120,17 @@ class Toleration(ApiModel):
     toleration_seconds: int | None = None
 
 
-class SchedulingGate(ApiModel):
+class SchedulingGate(ValueModel):
     name: str
 
 
-class SchedulingGroup(ApiModel):
+class SchedulingGroup(ValueModel):
     """Native `spec.schedulingGroup` (Kubernetes 1.36 with GenericWorkload)."""
 
     pod_group_name: str | None = None
 
 
-class PodResourceClaim(ApiModel):
+class PodResourceClaim(ValueModel):
     """An entry of `spec.resourceClaims` (DRA): a ResourceClaim by name, or one the controller makes from a template
     (named in `status.resourceClaimStatuses`). A PodGroup's `spec.resourceClaims` entries have the same shape."""
 

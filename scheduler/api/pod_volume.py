@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from scheduler.api.meta import ApiModel, ObjectMeta, OwnerReference
+from scheduler.api.meta import ApiModel, ObjectMeta, OwnerReference, ValueModel
 from scheduler.api.persistent_volume_claim import PersistentVolumeClaimSpec
 
 SOURCES = frozenset(
@@ -25,7 +25,7 @@ SOURCES = frozenset(
 """The volume sources of `core/v1.Volume` in Kubernetes 1.36, as the wire names them."""
 
 
-class PersistentVolumeClaimVolumeSource(ApiModel):
+class PersistentVolumeClaimVolumeSource(ValueModel):
     claim_name: str = ""
     read_only: bool | None = None
 
@@ -39,27 +39,27 @@ class EphemeralVolumeSource(ApiModel):
     volume_claim_template: PersistentVolumeClaimTemplate | None = None
 
 
-class CSIVolumeSource(ApiModel):
+class CSIVolumeSource(ValueModel):
     driver: str = ""
     read_only: bool | None = None
 
 
-class GCEPersistentDiskVolumeSource(ApiModel):
+class GCEPersistentDiskVolumeSource(ValueModel):
     pd_name: str = ""
     read_only: bool | None = None
 
 
-class AWSElasticBlockStoreVolumeSource(ApiModel):
+class AWSElasticBlockStoreVolumeSource(ValueModel):
     volume_id: str = Field(default="", alias="volumeID")
     read_only: bool | None = None
 
 
-class ISCSIVolumeSource(ApiModel):
+class ISCSIVolumeSource(ValueModel):
     iqn: str = ""
     read_only: bool | None = None
 
 
-class RBDVolumeSource(ApiModel):
+class RBDVolumeSource(ValueModel):
     monitors: list[str] = Field(default_factory=list)
     image: str = ""
     pool: str = "rbd"
@@ -67,7 +67,7 @@ class RBDVolumeSource(ApiModel):
     read_only: bool | None = None
 
 
-class Volume(ApiModel):
+class Volume(ValueModel):
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     ephemeral: EphemeralVolumeSource | None = None
