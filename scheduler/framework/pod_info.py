@@ -7,7 +7,7 @@ for a member, whatever the pod's own class says (docs/DESIGN.md, API: Priority).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,7 +20,8 @@ from scheduler.framework.unit_key import group_unit
 class PodInfo:
     pod: Pod
     key: str
-    requests: dict[str, int]
+    requests: Mapping[str, int]
+    """Read only: pods of one template share it (`SnapshotBuilder`)."""
     priority: int
     priority_class_name: str | None
     preemption_policy: str

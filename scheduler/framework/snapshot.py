@@ -7,7 +7,7 @@ gang placement or a preemption trial never rebuilds the snapshot (docs/DESIGN.md
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import compress, count, islice
@@ -32,7 +32,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def usage_row(resource_index: dict[str, int], requests: dict[str, int]) -> IntArray:
+def usage_row(resource_index: dict[str, int], requests: Mapping[str, int]) -> IntArray:
     """What a placed pod consumes, as a row over the resource columns; resources no node has are not counted."""
     row = np.zeros(len(resource_index), dtype=np.int64)
     for name, amount in requests.items():
@@ -124,7 +124,7 @@ class NodeTable:
         if len(self.resource_index) != len(self.resources):
             self.resource_index = {name: i for i, name in enumerate(self.resources)}
 
-    def vector(self, requests: dict[str, int]) -> IntArray:
+    def vector(self, requests: Mapping[str, int]) -> IntArray:
         """A request as a row; a resource no node has makes the pod fit nowhere (allocatable 0)."""
         row = np.zeros(len(self.resources), dtype=np.int64)
         for name, amount in requests.items():
@@ -137,7 +137,7 @@ class NodeTable:
             row[column] = amount
         return row
 
-    def usage(self, requests: dict[str, int]) -> IntArray:
+    def usage(self, requests: Mapping[str, int]) -> IntArray:
         return usage_row(self.resource_index, requests)
 
     def free(self) -> IntArray:

@@ -9,6 +9,7 @@ best-effort pods), and neither is a resource a node has none of.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +23,7 @@ RESOURCES = ("cpu", "memory")
 FloatArray = npt.NDArray[np.float64]
 
 
-def _balanced(table: NodeTable, columns: list[int], requests: dict[str, int]) -> float:
+def _balanced(table: NodeTable, columns: list[int], requests: Mapping[str, int]) -> float:
     """The score of a one-row table over two resources, in plain floats."""
     shares = []
     for c in columns:
