@@ -113,7 +113,6 @@ Run (about 20 minutes on 2 shared cores; `--before DIR` adds half as much):
 from __future__ import annotations
 
 import argparse
-import compileall
 import contextlib
 import functools
 import http.client
@@ -145,9 +144,7 @@ import device_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = (ROOT / ".." / "shared" / "kube").resolve()
-PHALANX = ROOT / ".venv" / "bin" / "phalanx"
 PLUGIN = ROOT / ".venv" / "bin" / "kubectl-phalanx"
-PACKAGES = ("phalanx", "scheduler", "webhook", "certs", "kube")
 """The project's packages (pyproject.toml), as a checkout holds them."""
 GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
@@ -795,12 +792,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def compile_sources(checkout: Path) -> None:
-    """Byte-compile a checkout's packages, as the image's `pip install .` does. With PYTHONDONTWRITEBYTECODE set
-    (the image sets it, and so may the machine) an editable checkout would otherwise be compiled from source at
-    every start, a cost the image never pays, charged to the scheduler's CPU and peak RSS."""
-    for package in PACKAGES:
-        compileall.compile_dir(checkout / package, quiet=1)
+@functools.cache
+def runtime_venv(checkout: Path) -> Path:
+    """A venv with `checkout` installed as the image installs it (`pip install .`): its runtime dependencies only,
+    byte-compiled. The development venv also holds the test dependencies, and the `kubernetes` package imports one
+    of them when it is there (`kubernetes_validate`, with jsonschema), which the image never has; an editable
+    checkout is also compiled from source at every start where PYTHONDONTWRITEBYTECODE is set (the image sets it,
+    and so may the machine). Both would be charged to the scheduler's CPU and peak RSS. The venv is kept between
+    benches (under the temp dir, by the checkout's path); the checkout's code is installed again each time."""
+    venv = Path(tempfile.gettempdir()) / "phalanx-bench" / re.sub(r"[^\w.-]", "_", str(checkout.resolve()))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-qq", "--disable-pip-version-check"]
+    print(f"installing {checkout} into {venv}, as the image does", file=sys.stderr, flush=True)
+    subprocess.run([*pip, str(checkout)], check=True)  # the dependencies, where one is missing or too old
+    subprocess.run([*pip, "--no-deps", "--force-reinstall", str(checkout)], check=True)  # the code as it is now
+    return venv
 
 
 class SchedulerRun:
@@ -890,12 +898,15 @@ class PhalanxRun(SchedulerRun):
     its own identity: two of them are a leader and its standby (`failover`, through `elected_run`)."""
 
     def __init__(self, plane: ControlPlane, label: str) -> None:
-        compile_sources(self.cwd())
+        self.python = runtime_venv(self.checkout_dir()) / "bin" / "python"
         super().__init__(plane, label)
+
+    def checkout_dir(self) -> Path:
+        return ROOT
 
     def command(self, plane: ControlPlane) -> list[str]:
         command = [
-            str(PHALANX),
+            str(self.python.parent / "phalanx"),
             "scheduler",
             "--kubeconfig",
             str(plane.dir / "phalanx.kubeconfig"),
@@ -926,20 +937,12 @@ def elected_run(kind: str) -> type[PhalanxRun]:
 
 class PhalanxBeforeRun(PhalanxRun):
     """`phalanx scheduler` from another checkout (`--before DIR`, e.g. a `git worktree` of an older
-    commit), run by this venv's Python with that checkout first on the path: before and after in one run."""
+    commit), installed in a venv of its own: before and after in one run."""
 
     name = "phalanx-before"
     checkout: Path | None = None
 
-    def command(self, plane: ControlPlane) -> list[str]:
-        main = "import sys; from phalanx.cli import main; sys.exit(main())"
-        return [sys.executable, "-c", main, *super().command(plane)[1:]]
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), "PYTHONPATH": str(self.checkout)}
-
-    def cwd(self) -> Path:
-        # `python -c` puts the working directory first on sys.path: from ROOT it would import this checkout.
+    def checkout_dir(self) -> Path:
         return self.checkout or ROOT
 
 

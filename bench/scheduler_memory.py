@@ -125,8 +125,8 @@ class Scheduler(bench.PhalanxBeforeRun):
     def command(self, plane: bench.ControlPlane) -> list[str]:
         cli = bench.PhalanxRun.command(self, plane)[1:]
         if self.trace is None:
-            return [sys.executable, "-c", "import sys; from phalanx.cli import main; sys.exit(main())", *cli]
-        return [sys.executable, "-c", WRAPPER, *cli]
+            return [str(self.python), "-c", "import sys; from phalanx.cli import main; sys.exit(main())", *cli]
+        return [str(self.python), "-c", WRAPPER, *cli]
 
     def env(self) -> dict[str, str]:
         env = {**super().env(), **self.extra_env}
