@@ -904,6 +904,10 @@ class PhalanxRun(SchedulerRun):
     def checkout_dir(self) -> Path:
         return ROOT
 
+    def env(self) -> dict[str, str]:
+        """Without the bench's PYTHONPATH: the code is the venv's, and a checkout on the path would come first."""
+        return {key: value for key, value in super().env().items() if key != "PYTHONPATH"}
+
     def command(self, plane: ControlPlane) -> list[str]:
         command = [
             str(self.python.parent / "phalanx"),
