@@ -145,7 +145,6 @@ import device_claims
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = (ROOT / ".." / "shared" / "kube").resolve()
 PLUGIN = ROOT / ".venv" / "bin" / "kubectl-phalanx"
-"""The project's packages (pyproject.toml), as a checkout holds them."""
 GATES = "GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"
 KUBE_SCHEDULER_ARGS = ["--kube-api-qps=5000", "--kube-api-burst=5000"]
 PHALANX_SCHEDULER = "phalanx-scheduler"
